@@ -1,0 +1,44 @@
+# PGXS build of the workflow extension.
+
+EXTENSION = workflow
+MODULE_big = workflow
+DATA = workflow--1.0.sql
+OBJS = \
+	src/workflow.o \
+	src/spi_util.o \
+	src/uuid.o \
+	src/queue.o \
+	src/run.o \
+	src/cascade.o \
+	src/status.o \
+	src/external.o \
+	src/cancel.o \
+	src/triggers.o
+
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --inputdir=. --load-extension=workflow
+ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
+ISOLATION_OPTS = --load-extension=workflow
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers $(WERROR)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+$(OBJS): src/workflow.h src/errors.h
+
+.PHONY: test demo prove
+# Every suite against throwaway clusters; ends with "N passed, N failed".
+test:
+	bash scripts/test.sh
+
+# A project-local cluster running two real workflows with real workers.
+demo:
+	bash scripts/demo.sh
+
+# pgTAP contract tests against the cluster in PGHOST/PGPORT.
+prove:
+	pg_prove --verbose --ext .sql -r test/pgtap

@@ -1,0 +1,179 @@
+/*-------------------------------------------------------------------------
+ *
+ * cancel.c
+ *	  cancel_run: cancellation of a whole run.
+ *
+ * Locks, in order: the run's live jobs (ascending id), the run's release
+ * lock exclusive (waiting for completions in flight, which hold it
+ * shared), the live jobs again NOWAIT to catch jobs released meanwhile (a
+ * job locked by someone else now means a worker is finishing it while
+ * waiting for us: workflow.release_conflict), the live steps, then the
+ * run row once, last.  The terminal check happens only under the release
+ * lock.  Steps are canceled before jobs, so the job triggers find them
+ * terminal and run no cascade, change no counter and notify nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_cancel_run);
+
+static const char *live_jobs_sql_base =
+	"SELECT j.id FROM workflow.job_queue j"
+	" WHERE j.id" OP("=") "ANY (ARRAY(SELECT s.job_id FROM workflow.workflow_steps s"
+	"  WHERE s.workflow_run_id" OP("=") "$1"
+	"  AND s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])))"
+	" AND j.status" OP("=") "ANY ('{QUEUED,RUNNING}'::workflow.job_status[])"
+	" ORDER BY j.id FOR NO KEY UPDATE";
+
+static Datum
+RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
+{
+	return DirectFunctionCall2(enum_in, CStringGetDatum(label),
+							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
+}
+
+/* workflow_cancel_run cancels a run and everything in it not yet finished. */
+Datum
+workflow_cancel_run(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr run_plan = NULL;
+	static const char *run_sql =
+		"SELECT r.organization_id, r.status::pg_catalog.text"
+		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
+	static const Oid run_types[1] = {UUIDOID};
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr relock_plan = NULL;
+	static char *relock_sql = NULL;
+	static const Oid lock_types[1] = {UUIDOID};
+	static SPIPlanPtr steps_plan = NULL;
+	static const char *steps_sql =
+		"UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
+		" status_reason = '" WF_REASON_RUN_CANCELED "',"
+		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
+		" last_error_message = $2,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.workflow_run_id" OP("=") "$1"
+		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])";
+	static const Oid steps_types[2] = {UUIDOID, TEXTOID};
+	static SPIPlanPtr jobs_plan = NULL;
+	static const char *jobs_sql =
+		"UPDATE workflow.job_queue j SET status = 'CANCELED',"
+		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
+		" last_error_message = $2, leased_until = NULL,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "ANY ($1)";
+	static const Oid jobs_types[2] = {UUIDARRAYOID, TEXTOID};
+	static SPIPlanPtr finish_plan = NULL;
+	static const char *finish_sql =
+		"UPDATE workflow.workflow_runs r SET status = 'CANCELED',"
+		" steps_canceled = r.steps_canceled" OP("+") "$2,"
+		" steps_active = 0, steps_waiting = 0, steps_blocked = 0,"
+		" result = NULL,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE r.id" OP("=") "$1";
+	static const Oid finish_types[2] = {UUIDOID, INT4OID};
+	pg_uuid_t  *run_id;
+	char	   *reason = NULL;
+	char	   *status;
+	Datum		values[2];
+	char		nulls[2] = "  ";
+	Datum	   *job_ids;
+	uint64		njobs;
+	int32		ncanceled;
+
+	WfRequireReadCommitted();
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	run_id = PG_GETARG_UUID_P(0);
+	if (!PG_ARGISNULL(1))
+		reason = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	if (SPI_processed == 0)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
+				 WfUuidString(run_id));
+	if (!PG_ARGISNULL(2))
+	{
+		pg_uuid_t	run_org;
+
+		if (!WfResultUuid(0, 1, &run_org) ||
+			WfUuidCompare(&run_org, PG_GETARG_UUID_P(2)) != 0)
+			wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND,
+					 "run %s does not exist", WfUuidString(run_id));
+	}
+
+	/* 1. live jobs, then 2. the release lock exclusive */
+	WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
+			  false, 0);
+	WfLockRunRelease(run_id, true, true);
+
+	/* 3. only now is the run's status final for us to judge */
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	status = WfResultText(0, 2);
+	if (strcmp(status, "CANCELED") == 0)
+	{
+		SPI_finish();
+		PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
+	}
+	if (WfRunStatusTerminal(status))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_RUN_ALREADY_TERMINAL ": run %s is %s",
+						WfUuidString(run_id), status)));
+
+	/* 4. jobs released while we waited */
+	if (relock_sql == NULL)
+		relock_sql = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("%s NOWAIT", live_jobs_sql_base));
+	WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
+	njobs = SPI_processed;
+	job_ids = palloc(sizeof(Datum) * Max(njobs, 1));
+	for (uint64 i = 0; i < njobs; i++)
+	{
+		bool		isnull;
+
+		job_ids[i] = WfResultDatum(i, 1, &isnull);
+		job_ids[i] = WfUuidDatum(DatumGetUUIDP(job_ids[i]));
+	}
+
+	/* 5. steps before jobs, so the job triggers find nothing to do */
+	values[1] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
+	nulls[1] = reason ? ' ' : 'n';
+	WfEngineWriteBegin();
+	WfExecute(&steps_plan, steps_sql, 2, steps_types, values, nulls, false, 0);
+	WfEngineWriteEnd();
+	ncanceled = (int32) SPI_processed;
+
+	if (njobs > 0)
+	{
+		Datum		job_values[2];
+
+		job_values[0] = WfArray(job_ids, NULL, njobs, UUIDOID);
+		job_values[1] = values[1];
+		WfExecute(&jobs_plan, jobs_sql, 2, jobs_types, job_values, nulls,
+				  false, 0);
+	}
+
+	/* 6. the run, once, last */
+	values[1] = Int32GetDatum(ncanceled);
+	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
+			  false, 0);
+	WfNotifyRunTerminal(run_id, "CANCELED");
+	SPI_finish();
+	PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
+}

@@ -1,0 +1,525 @@
+/*-------------------------------------------------------------------------
+ *
+ * cascade.c
+ *	  Terminal processing of steps and the dependency release cascade.
+ *
+ * Row triggers and API functions report each step that became terminal
+ * (WfNoteStepTerminal).  At the end of the statement or API call,
+ * WfFinishPending processes them all at once:
+ *
+ *	1. the runs' release locks, shared, in ascending run id;
+ *	2. breadth-first over the dependency edges: per level, the dependents
+ *	   are locked in ascending id (NOWAIT for ids at or below the highest
+ *	   dependent this transaction already holds, turned into
+ *	   workflow.release_conflict), their counters updated, and those whose
+ *	   last prerequisite finished are released (a job row, or waiting for
+ *	   the outside) or canceled, which feeds the next level;
+ *	3. the per-run counter changes, applied last (status.c).
+ *
+ * The caller holds its job rows and its own step rows already, so this is
+ * the DESIGN.md lock order.  Work is proportional to the edges touched.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "workflow.h"
+
+typedef struct WfTerminalStep
+{
+	pg_uuid_t	step_id;
+	pg_uuid_t	run_id;
+	bool		succeeded;
+} WfTerminalStep;
+
+/* one dependent of the current level, with what the level does to it */
+typedef struct WfDependent
+{
+	pg_uuid_t	step_id;
+	int32		done;			/* prerequisites that finished */
+	int32		unsatisfied;	/* ON_SUCCESS prerequisites that did not
+								 * succeed */
+} WfDependent;
+
+typedef enum WfOutcome
+{
+	WF_OUTCOME_WAIT = 0,		/* still has pending prerequisites */
+	WF_OUTCOME_RELEASE,
+	WF_OUTCOME_CANCEL
+} WfOutcome;
+
+static WfTerminalStep *pending_steps = NULL;
+static int	n_pending = 0;
+static int	max_pending = 0;
+static bool finishing = false;
+
+/* the highest dependent id this transaction holds a lock on */
+static LocalTransactionId held_lxid = InvalidLocalTransactionId;
+static pg_uuid_t max_held_dependent;
+
+static int	CompareTerminalStep(const void *a, const void *b);
+static int	CompareEdgeByDependent(const void *a, const void *b);
+static void CascadeLevel(WfTerminalStep *level, int nlevel,
+						 WfTerminalStep **next, int *nnext);
+static void LockDependents(WfDependent *deps, int ndeps);
+static void UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done,
+								 int32 unsatisfied, WfOutcome outcome);
+static void InsertReleasedJobs(pg_uuid_t *ids, int n);
+
+/*
+ * WfNoteStepTerminal records that a step just became terminal: its run's
+ * counters move from the bucket it left, and its dependents are visited
+ * when the statement ends.
+ */
+void
+WfNoteStepTerminal(const pg_uuid_t *run_id, const pg_uuid_t *step_id,
+				   const char *new_status, WfCounter from)
+{
+	WfTerminalStep *step;
+	WfCounter	to;
+
+	if (strcmp(new_status, "SUCCEEDED") == 0)
+		to = WF_COUNT_SUCCEEDED;
+	else if (strcmp(new_status, "FAILED") == 0)
+		to = WF_COUNT_FAILED;
+	else if (strcmp(new_status, "CANCELED") == 0)
+		to = WF_COUNT_CANCELED;
+	else
+		elog(ERROR, "step status %s is not terminal", new_status);
+
+	WfRunDeltaAdd(run_id, from, -1);
+	WfRunDeltaAdd(run_id, to, 1);
+
+	if (n_pending == max_pending)
+	{
+		MemoryContext old = MemoryContextSwitchTo(WfPendingContext());
+
+		max_pending = max_pending == 0 ? 16 : max_pending * 2;
+		if (pending_steps == NULL)
+			pending_steps = palloc(sizeof(WfTerminalStep) * max_pending);
+		else
+			pending_steps = repalloc(pending_steps,
+									 sizeof(WfTerminalStep) * max_pending);
+		MemoryContextSwitchTo(old);
+	}
+	step = &pending_steps[n_pending++];
+	step->step_id = *step_id;
+	step->run_id = *run_id;
+	step->succeeded = (to == WF_COUNT_SUCCEEDED);
+}
+
+bool
+WfHasPending(void)
+{
+	return n_pending > 0 || WfHasRunDeltas();
+}
+
+/* WfPendingReset forgets collected work; its memory is reset by the caller. */
+void
+WfPendingReset(void)
+{
+	pending_steps = NULL;
+	n_pending = 0;
+	max_pending = 0;
+	finishing = false;
+	WfRunDeltasReset();
+}
+
+static int
+CompareTerminalStep(const void *a, const void *b)
+{
+	return WfUuidCompare(&((const WfTerminalStep *) a)->step_id,
+						 &((const WfTerminalStep *) b)->step_id);
+}
+
+static int
+CompareRunOfTerminalStep(const void *a, const void *b)
+{
+	return WfUuidCompare(&((const WfTerminalStep *) a)->run_id,
+						 &((const WfTerminalStep *) b)->run_id);
+}
+
+/*
+ * WfFinishPending processes every step collected since the last call:
+ * release locks, cascade, run counters.  The caller is connected to SPI.
+ */
+void
+WfFinishPending(void)
+{
+	WfTerminalStep *level;
+	int			nlevel;
+
+	if (finishing || !WfHasPending())
+		return;
+	finishing = true;
+
+	/* copy out: the collected array lives in memory reset below */
+	nlevel = n_pending;
+	level = palloc(sizeof(WfTerminalStep) * Max(nlevel, 1));
+	if (nlevel > 0)
+		memcpy(level, pending_steps, sizeof(WfTerminalStep) * nlevel);
+	pending_steps = NULL;
+	n_pending = 0;
+	max_pending = 0;
+
+	/* 1. release locks, shared, ascending run id */
+	qsort(level, nlevel, sizeof(WfTerminalStep), CompareRunOfTerminalStep);
+	for (int i = 0; i < nlevel; i++)
+	{
+		if (i > 0 && WfUuidCompare(&level[i].run_id, &level[i - 1].run_id) == 0)
+			continue;
+		WfLockRunRelease(&level[i].run_id, false, true);
+	}
+
+	/* 2. breadth-first release and cancellation */
+	while (nlevel > 0)
+	{
+		WfTerminalStep *next = NULL;
+		int			nnext = 0;
+
+		CascadeLevel(level, nlevel, &next, &nnext);
+		pfree(level);
+		level = next;
+		nlevel = nnext;
+	}
+
+	/* 3. run counters and status, ascending run id */
+	WfApplyRunDeltas();
+
+	WfPendingReset();
+	MemoryContextReset(WfPendingContext());
+}
+
+typedef struct WfEdge
+{
+	pg_uuid_t	prerequisite;
+	pg_uuid_t	dependent;
+	bool		on_success;
+} WfEdge;
+
+static int
+CompareEdgeByDependent(const void *a, const void *b)
+{
+	return WfUuidCompare(&((const WfEdge *) a)->dependent,
+						 &((const WfEdge *) b)->dependent);
+}
+
+/*
+ * CascadeLevel visits the dependents of one level of terminal steps and
+ * returns the dependents it canceled as the next level.
+ */
+static void
+CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
+			 int *nnext)
+{
+	static SPIPlanPtr edges_plan = NULL;
+	static const char *edges_sql =
+		"SELECT e.prerequisite_step_id, e.dependent_step_id,"
+		" e.release_mode" OP("=") "'ON_SUCCESS'"
+		" FROM workflow.workflow_step_dependencies e"
+		" WHERE e.prerequisite_step_id" OP("=") "ANY ($1)";
+	static const Oid edges_types[1] = {UUIDARRAYOID};
+	Datum	   *ids;
+	Datum		values[1];
+	WfEdge	   *edges;
+	uint64		nedges;
+	WfDependent *deps;
+	int			ndeps = 0;
+	pg_uuid_t  *group_ids;
+	WfTerminalStep *canceled;
+	int			ncanceled = 0;
+	pg_uuid_t  *release_job_ids;
+	int			nrelease_jobs = 0;
+	WfOutcome  *outcomes;
+	char	  **kinds;
+	pg_uuid_t  *runs;
+
+	/* edges out of this level */
+	ids = palloc(sizeof(Datum) * nlevel);
+	for (int i = 0; i < nlevel; i++)
+		ids[i] = UUIDPGetDatum(&level[i].step_id);
+	values[0] = WfArray(ids, NULL, nlevel, UUIDOID);
+	WfExecute(&edges_plan, edges_sql, 1, edges_types, values, NULL, true, 0);
+	nedges = SPI_processed;
+	if (nedges == 0)
+		return;
+
+	edges = palloc(sizeof(WfEdge) * nedges);
+	for (uint64 i = 0; i < nedges; i++)
+	{
+		WfResultUuid(i, 1, &edges[i].prerequisite);
+		WfResultUuid(i, 2, &edges[i].dependent);
+		edges[i].on_success = WfResultBool(i, 3);
+	}
+
+	/* what this level does to each dependent */
+	qsort(level, nlevel, sizeof(WfTerminalStep), CompareTerminalStep);
+	qsort(edges, nedges, sizeof(WfEdge), CompareEdgeByDependent);
+	deps = palloc(sizeof(WfDependent) * nedges);
+	for (uint64 i = 0; i < nedges; i++)
+	{
+		WfTerminalStep key;
+		WfTerminalStep *prereq;
+
+		if (ndeps == 0 ||
+			WfUuidCompare(&deps[ndeps - 1].step_id, &edges[i].dependent) != 0)
+		{
+			deps[ndeps].step_id = edges[i].dependent;
+			deps[ndeps].done = 0;
+			deps[ndeps].unsatisfied = 0;
+			ndeps++;
+		}
+		key.step_id = edges[i].prerequisite;
+		prereq = bsearch(&key, level, nlevel, sizeof(WfTerminalStep),
+						 CompareTerminalStep);
+		if (prereq == NULL)
+			elog(ERROR, "edge from a step outside the cascade level");
+		deps[ndeps - 1].done++;
+		if (edges[i].on_success && !prereq->succeeded)
+			deps[ndeps - 1].unsatisfied++;
+	}
+	pfree(edges);
+
+	/* lock them in ascending id and decide each one's outcome */
+	LockDependents(deps, ndeps);
+	if (SPI_processed != (uint64) ndeps)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": a dependent step is missing")));
+
+	outcomes = palloc(sizeof(WfOutcome) * ndeps);
+	kinds = palloc(sizeof(char *) * ndeps);
+	runs = palloc(sizeof(pg_uuid_t) * ndeps);
+	for (int i = 0; i < ndeps; i++)
+	{
+		char	   *status = WfResultText(i, 2);
+		int32		pending = WfResultInt32(i, 3);
+		int32		unsatisfied = WfResultInt32(i, 4);
+
+		kinds[i] = WfResultText(i, 5);
+		WfResultUuid(i, 6, &runs[i]);
+		pending -= deps[i].done;
+		unsatisfied += deps[i].unsatisfied;
+		if (pending < 0)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_INTERNAL),
+					 errmsg(WF_INTERNAL_STATE ": dependency counter of step %s went below zero",
+							WfUuidString(&deps[i].step_id))));
+		if (pending > 0 || strcmp(status, "BLOCKED") != 0)
+			outcomes[i] = WF_OUTCOME_WAIT;
+		else if (unsatisfied > 0)
+			outcomes[i] = WF_OUTCOME_CANCEL;
+		else
+			outcomes[i] = WF_OUTCOME_RELEASE;
+	}
+
+	/*
+	 * One UPDATE per distinct (done, unsatisfied, outcome): a fan-out or a
+	 * chain has one group, so this is usually a single statement.
+	 */
+	group_ids = palloc(sizeof(pg_uuid_t) * ndeps);
+	canceled = palloc(sizeof(WfTerminalStep) * ndeps);
+	release_job_ids = palloc(sizeof(pg_uuid_t) * ndeps);
+	{
+		bool	   *grouped = palloc0(sizeof(bool) * ndeps);
+
+		for (int i = 0; i < ndeps; i++)
+		{
+			int			ngroup = 0;
+
+			if (grouped[i])
+				continue;
+			for (int j = i; j < ndeps; j++)
+			{
+				if (grouped[j] || deps[j].done != deps[i].done ||
+					deps[j].unsatisfied != deps[i].unsatisfied ||
+					outcomes[j] != outcomes[i])
+					continue;
+				grouped[j] = true;
+				group_ids[ngroup++] = deps[j].step_id;
+			}
+			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
+								 deps[i].unsatisfied, outcomes[i]);
+		}
+		pfree(grouped);
+	}
+
+	for (int i = 0; i < ndeps; i++)
+	{
+		switch (outcomes[i])
+		{
+			case WF_OUTCOME_WAIT:
+				break;
+			case WF_OUTCOME_RELEASE:
+				WfRunDeltaAdd(&runs[i], WF_COUNT_BLOCKED, -1);
+				if (strcmp(kinds[i], "JOB") == 0)
+				{
+					WfRunDeltaAdd(&runs[i], WF_COUNT_ACTIVE, 1);
+					release_job_ids[nrelease_jobs++] = deps[i].step_id;
+				}
+				else
+					WfRunDeltaAdd(&runs[i], WF_COUNT_WAITING, 1);
+				break;
+			case WF_OUTCOME_CANCEL:
+				WfRunDeltaAdd(&runs[i], WF_COUNT_BLOCKED, -1);
+				WfRunDeltaAdd(&runs[i], WF_COUNT_CANCELED, 1);
+				canceled[ncanceled].step_id = deps[i].step_id;
+				canceled[ncanceled].run_id = runs[i];
+				canceled[ncanceled].succeeded = false;
+				ncanceled++;
+				break;
+		}
+	}
+	if (nrelease_jobs > 0)
+		InsertReleasedJobs(release_job_ids, nrelease_jobs);
+
+	pfree(deps);
+	pfree(group_ids);
+	pfree(release_job_ids);
+	pfree(outcomes);
+	*next = canceled;
+	*nnext = ncanceled;
+}
+
+/*
+ * LockDependents locks the dependents in ascending id and leaves their
+ * current status and counters in SPI_tuptable, in the same order as deps.
+ * Rows at or below the highest dependent already held are taken NOWAIT:
+ * waiting for them could close a cycle with a transaction that holds one
+ * of them and waits for a row we hold.
+ */
+static void
+LockDependents(WfDependent *deps, int ndeps)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr lock_nowait_plan = NULL;
+	static const char *lock_sql =
+		"SELECT s.id, s.status::pg_catalog.text, s.dependency_count_pending,"
+		" s.dependency_count_unsatisfied, s.execution_kind::pg_catalog.text,"
+		" s.workflow_run_id"
+		" FROM workflow.workflow_steps s"
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" ORDER BY s.id FOR NO KEY UPDATE";
+	static const char *lock_nowait_sql =
+		"SELECT s.id"
+		" FROM workflow.workflow_steps s"
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" ORDER BY s.id FOR NO KEY UPDATE NOWAIT";
+	static const Oid lock_types[1] = {UUIDARRAYOID};
+	Datum	   *ids = palloc(sizeof(Datum) * ndeps);
+	Datum		values[1];
+	int			nlow = 0;
+
+	if (held_lxid != MyProc->lxid)
+	{
+		held_lxid = MyProc->lxid;
+		memset(&max_held_dependent, 0, sizeof(pg_uuid_t));
+	}
+
+	/* deps are sorted by id: the low ones form a prefix */
+	for (int i = 0; i < ndeps; i++)
+	{
+		ids[i] = UUIDPGetDatum(&deps[i].step_id);
+		if (WfUuidCompare(&deps[i].step_id, &max_held_dependent) <= 0)
+			nlow = i + 1;
+	}
+	if (nlow > 0)
+	{
+		values[0] = WfArray(ids, NULL, nlow, UUIDOID);
+		WfExecuteNowait(&lock_nowait_plan, lock_nowait_sql, 1, lock_types,
+						values, NULL);
+	}
+
+	/* the full set: the low rows are ours already, so this never waits on them */
+	values[0] = WfArray(ids, NULL, ndeps, UUIDOID);
+	WfExecute(&lock_plan, lock_sql, 1, lock_types, values, NULL, false, 0);
+	if (WfUuidCompare(&deps[ndeps - 1].step_id, &max_held_dependent) > 0)
+		max_held_dependent = deps[ndeps - 1].step_id;
+	pfree(ids);
+}
+
+/* UpdateDependentGroup applies one level's effect to a group of dependents. */
+static void
+UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
+					 WfOutcome outcome)
+{
+	static SPIPlanPtr update_plan = NULL;
+	static const char *update_sql =
+		"UPDATE workflow.workflow_steps s SET"
+		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
+		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
+		" status = CASE $4"
+		"  WHEN 1 THEN CASE WHEN s.execution_kind" OP("=") "'JOB'"
+		"   THEN 'ENQUEUED' ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
+		"  WHEN 2 THEN 'CANCELED'::workflow.step_status"
+		"  ELSE s.status END,"
+		" job_id = CASE WHEN $4" OP("=") "1 AND s.execution_kind" OP("=") "'JOB'"
+		"  THEN workflow.uuid_v7() ELSE s.job_id END,"
+		" released_at = CASE WHEN $4" OP("=") "1"
+		"  THEN pg_catalog.statement_timestamp() ELSE s.released_at END,"
+		" finished_at = CASE WHEN $4" OP("=") "2"
+		"  THEN pg_catalog.statement_timestamp() ELSE s.finished_at END,"
+		" status_reason = CASE WHEN $4" OP("=") "2"
+		"  THEN '" WF_REASON_DEPENDENCY_UNSATISFIED "' ELSE s.status_reason END,"
+		" last_error_code = CASE WHEN $4" OP("=") "2"
+		"  THEN '" WF_REASON_DEPENDENCY_UNSATISFIED "' ELSE s.last_error_code END,"
+		" last_error_message = CASE WHEN $4" OP("=") "2"
+		"  THEN 'a prerequisite did not succeed' ELSE s.last_error_message END,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.id" OP("=") "ANY ($1)";
+	static const Oid update_types[4] = {UUIDARRAYOID, INT4OID, INT4OID,
+	INT4OID};
+	Datum	   *ids_d = palloc(sizeof(Datum) * n);
+	Datum		values[4];
+	int			ret;
+
+	for (int i = 0; i < n; i++)
+		ids_d[i] = UUIDPGetDatum(&ids[i]);
+	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
+	values[1] = Int32GetDatum(done);
+	values[2] = Int32GetDatum(unsatisfied);
+	values[3] = Int32GetDatum((int32) outcome);
+
+	WfEngineWriteBegin();
+	ret = WfExecute(&update_plan, update_sql, 4, update_types, values, NULL,
+					false, 0);
+	WfEngineWriteEnd();
+	if (ret != SPI_OK_UPDATE || SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
+	pfree(ids_d);
+}
+
+/* InsertReleasedJobs creates the job row of each released JOB step. */
+static void
+InsertReleasedJobs(pg_uuid_t *ids, int n)
+{
+	static SPIPlanPtr insert_plan = NULL;
+	static const char *insert_sql =
+		"INSERT INTO workflow.job_queue (id, job_type, organization_id,"
+		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
+		" workflow_run_id, workflow_step_id, generation)"
+		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
+		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
+		" pg_catalog.statement_timestamp(), s.workflow_run_id, s.id, 0"
+		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)";
+	static const Oid insert_types[1] = {UUIDARRAYOID};
+	Datum	   *ids_d = palloc(sizeof(Datum) * n);
+	Datum		values[1];
+
+	for (int i = 0; i < n; i++)
+		ids_d[i] = UUIDPGetDatum(&ids[i]);
+	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
+	if (WfExecute(&insert_plan, insert_sql, 1, insert_types, values, NULL,
+				  false, 0) != SPI_OK_INSERT || SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": released steps lost their job")));
+	pfree(ids_d);
+}

@@ -1,0 +1,205 @@
+/*-------------------------------------------------------------------------
+ *
+ * external.c
+ *	  complete_external_step: idempotent completion of an external step.
+ *
+ * Locks, in order: the step row (FOR NO KEY UPDATE), then a try of the
+ * run's release lock, shared; if cancel_run holds it exclusive the call
+ * raises workflow.release_conflict (40001) rather than wait while holding
+ * the step row.  The cascade and run counters follow (cascade.c).  Only
+ * the named step is locked: the cost does not grow with the run.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_complete_external_step);
+
+/* column positions in the workflow_steps row (SELECT s.*) */
+static int
+StepColumn(const char *name)
+{
+	int			attnum = SPI_fnumber(SPI_tuptable->tupdesc, name);
+
+	if (attnum <= 0)
+		elog(ERROR, "workflow_steps has no column \"%s\"", name);
+	return attnum;
+}
+
+static char *
+OptionalText(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+/*
+ * workflow_complete_external_step finishes a WAITING_FOR_EXTERNAL step, or
+ * returns it unchanged when the same completion is repeated.
+ */
+Datum
+workflow_complete_external_step(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr run_plan = NULL;
+	static const char *run_sql =
+		"SELECT r.organization_id FROM workflow.workflow_runs r"
+		" WHERE r.id" OP("=") "$1";
+	static const Oid run_types[1] = {UUIDOID};
+	static SPIPlanPtr step_plan = NULL;
+	static const char *step_sql =
+		"SELECT s.* FROM workflow.workflow_steps s"
+		" WHERE s.workflow_run_id" OP("=") "$1 AND s.step_key" OP("=") "$2"
+		" FOR NO KEY UPDATE";
+	static const Oid step_types[2] = {UUIDOID, TEXTOID};
+	static SPIPlanPtr update_plan = NULL;
+	static const char *update_sql =
+		"UPDATE workflow.workflow_steps s SET"
+		" status = $2::workflow.step_status, output = $3,"
+		" status_reason = $4, last_error_code = $5, last_error_message = $6,"
+		" completed_externally = true,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.id" OP("=") "$1 RETURNING s.*";
+	static const Oid update_types[6] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
+	TEXTOID, TEXTOID};
+	pg_uuid_t  *run_id;
+	char	   *step_key;
+	char	   *status;
+	bool		output_null = PG_ARGISNULL(3);
+	Datum		output = output_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+	char	   *reason = OptionalText(fcinfo, 4);
+	char	   *code = OptionalText(fcinfo, 5);
+	char	   *message = OptionalText(fcinfo, 6);
+	bool		isnull;
+	Datum		values[6];
+	char		nulls[6];
+	pg_uuid_t	step_id;
+	char	   *step_status;
+	Datum		result;
+
+	WfRequireReadCommitted();
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	run_id = PG_GETARG_UUID_P(0);
+	if (PG_ARGISNULL(1))
+		wf_invalid_argument("step_key must not be null");
+	step_key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (PG_ARGISNULL(2))
+		wf_invalid_argument("status must not be null");
+	status = WfEnumLabel(PG_GETARG_DATUM(2));
+	message = WfTruncateMessage(message);
+	if (!output_null &&
+		VARSIZE_ANY(DatumGetPointer(output)) > (Size) wf_max_payload_bytes)
+		wf_invalid_argument("output is larger than workflow.max_payload_bytes (%d)",
+							wf_max_payload_bytes);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* another organization's run is reported as missing */
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	if (SPI_processed == 0)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
+				 WfUuidString(run_id));
+	if (!PG_ARGISNULL(7))
+	{
+		pg_uuid_t	run_org;
+
+		if (!WfResultUuid(0, 1, &run_org) ||
+			WfUuidCompare(&run_org, PG_GETARG_UUID_P(7)) != 0)
+			wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND,
+					 "run %s does not exist", WfUuidString(run_id));
+	}
+
+	values[1] = CStringGetTextDatum(step_key);
+	WfExecute(&step_plan, step_sql, 2, step_types, values, NULL, false, 1);
+	if (SPI_processed == 0)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_EXT_STEP_NOT_FOUND,
+				 "run %s has no step \"%s\"", WfUuidString(run_id), step_key);
+
+	WfResultUuid(0, StepColumn("id"), &step_id);
+	if (strcmp(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"), &isnull)),
+			   "EXTERNAL") != 0)
+		wf_error(WF_SQLSTATE_WRONG_STATE, WF_EXT_STEP_NOT_EXTERNAL,
+				 "step \"%s\" is a job step; its job completes it", step_key);
+	if (!WF_TERMINAL_STATUS(status))
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_INVALID_STATUS,
+				 "status must be SUCCEEDED, FAILED or CANCELED, not %s", status);
+	if (!output_null && strcmp(status, "SUCCEEDED") != 0)
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
+				 "output is accepted only with status SUCCEEDED, not %s", status);
+
+	step_status = WfEnumLabel(WfResultDatum(0, StepColumn("status"), &isnull));
+	if (WfResultBool(0, StepColumn("completed_externally")))
+	{
+		Datum		old_output;
+		bool		old_output_null;
+
+		if (strcmp(step_status, status) != 0)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_CONFLICT),
+					 errmsg(WF_EXT_CONFLICT ": step \"%s\" was completed as %s, not %s",
+							step_key, step_status, status)));
+		old_output = WfResultDatum(0, StepColumn("output"), &old_output_null);
+		if (!WfJsonbEqual(old_output, old_output_null, output, output_null))
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_CONFLICT),
+					 errmsg(WF_EXT_OUTPUT_CONFLICT ": step \"%s\" was completed with another output",
+							step_key)));
+		if (!WfTextEqual(WfResultText(0, StepColumn("status_reason")), reason) ||
+			!WfTextEqual(WfResultText(0, StepColumn("last_error_code")), code) ||
+			!WfTextEqual(WfResultText(0, StepColumn("last_error_message")), message))
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_CONFLICT),
+					 errmsg(WF_EXT_METADATA_CONFLICT ": step \"%s\" was completed with another reason, code or message",
+							step_key)));
+		result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+		SPI_finish();
+		PG_RETURN_DATUM(result);
+	}
+	if (strcmp(step_status, "WAITING_FOR_EXTERNAL") != 0)
+	{
+		char	   *why = WfResultText(0, StepColumn("status_reason"));
+
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_EXT_STEP_NOT_WAITING ": step \"%s\" is %s", step_key,
+						step_status),
+				 why ? errdetail("Status reason: %s.", why) : 0));
+	}
+
+	if (!WfLockRunRelease(run_id, false, false))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_RETRY),
+				 errmsg(WF_RELEASE_CONFLICT ": run %s is being canceled or released",
+						WfUuidString(run_id)),
+				 errhint("Retry the transaction.")));
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(&step_id);
+	values[1] = CStringGetTextDatum(status);
+	values[2] = output;
+	nulls[2] = output_null ? 'n' : ' ';
+	values[3] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
+	nulls[3] = reason ? ' ' : 'n';
+	values[4] = code ? CStringGetTextDatum(code) : (Datum) 0;
+	nulls[4] = code ? ' ' : 'n';
+	values[5] = message ? CStringGetTextDatum(message) : (Datum) 0;
+	nulls[5] = message ? ' ' : 'n';
+	WfEngineWriteBegin();
+	WfExecute(&update_plan, update_sql, 6, update_types, values, nulls,
+			  false, 0);
+	WfEngineWriteEnd();
+	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+
+	WfNoteStepTerminal(run_id, &step_id, status, WF_COUNT_WAITING);
+	WfFinishPending();
+	SPI_finish();
+	PG_RETURN_DATUM(result);
+}

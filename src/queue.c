@@ -1,0 +1,1093 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *	  The job queue API: enqueue, claim, heartbeat, complete, fail,
+ *	  release, cancel, lease expiry and the batch forms.
+ *
+ * Locks: job rows only, ascending id where a call takes several, with
+ * FOR NO KEY UPDATE (SKIP LOCKED for claim and the expiry sweep).  The
+ * batch calls also lock their steps' rows, then the runs' release locks
+ * shared in ascending run id, before they write; the expiry sweep only
+ * tries release locks and skips busy runs.  Claim, heartbeat, retry and
+ * release take no release lock and no run row.  Terminal changes reach
+ * the steps through the job_queue triggers (triggers.c).
+ *
+ * The lease_token fences stale workers.  Checks run in the order
+ * job.not_found, job.canceled, job.lease_lost, job.not_running.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_enqueue);
+PG_FUNCTION_INFO_V1(workflow_claim);
+PG_FUNCTION_INFO_V1(workflow_heartbeat);
+PG_FUNCTION_INFO_V1(workflow_complete_job);
+PG_FUNCTION_INFO_V1(workflow_fail_job);
+PG_FUNCTION_INFO_V1(workflow_release_job);
+PG_FUNCTION_INFO_V1(workflow_cancel_job);
+PG_FUNCTION_INFO_V1(workflow_reap_expired);
+PG_FUNCTION_INFO_V1(workflow_complete_jobs);
+PG_FUNCTION_INFO_V1(workflow_fail_jobs);
+
+#define WF_MAX_CLAIM_BATCH	1000
+#define WF_REAP_BATCH		1000
+
+/* What a worker-facing call needs to know about a job it names. */
+typedef struct JobState
+{
+	pg_uuid_t	id;
+	bool		found;
+	char	   *status;
+	bool		has_token;
+	pg_uuid_t	lease_token;
+	bool		output_null;
+	Datum		output;
+	char	   *error_code;
+	char	   *error_message;
+	int32		attempt;
+	int32		max_attempts;
+	bool		has_step;
+	pg_uuid_t	step_id;
+	bool		has_run;
+	pg_uuid_t	run_id;
+} JobState;
+
+static const char *job_state_columns =
+	"j.id, j.status::pg_catalog.text, j.lease_token, j.output,"
+	" j.last_error_code, j.last_error_message, j.attempt, j.max_attempts,"
+	" j.workflow_step_id, j.workflow_run_id";
+
+/* --- argument helpers --- */
+
+static pg_uuid_t *
+ArgUuid(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	if (PG_ARGISNULL(n))
+		wf_invalid_argument("%s must not be null", name);
+	return PG_GETARG_UUID_P(n);
+}
+
+static text *
+ArgText(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	if (PG_ARGISNULL(n))
+		wf_invalid_argument("%s must not be null", name);
+	return PG_GETARG_TEXT_PP(n);
+}
+
+static void
+CheckJsonbSize(Datum value, const char *name)
+{
+	Size		size = VARSIZE_ANY(DatumGetPointer(value));
+
+	if (size > (Size) wf_max_payload_bytes)
+		wf_invalid_argument("%s is %zu bytes, more than workflow.max_payload_bytes (%d)",
+							name, size, wf_max_payload_bytes);
+}
+
+static void
+CheckJobType(text *job_type)
+{
+	int			len = VARSIZE_ANY_EXHDR(job_type);
+
+	if (len == 0)
+		wf_invalid_argument("job_type must not be empty");
+	if (len > wf_max_job_type_bytes)
+		wf_invalid_argument("job_type is %d bytes, more than workflow.max_job_type_bytes (%d)",
+							len, wf_max_job_type_bytes);
+}
+
+/* --- job state --- */
+
+static void
+ReadJobState(uint64 row, JobState *job)
+{
+	bool		isnull;
+
+	job->found = true;
+	WfResultUuid(row, 1, &job->id);
+	job->status = WfResultText(row, 2);
+	job->has_token = WfResultUuid(row, 3, &job->lease_token);
+	job->output = WfResultDatum(row, 4, &isnull);
+	job->output_null = isnull;
+	if (!isnull)
+		job->output = PointerGetDatum(PG_DETOAST_DATUM_COPY(job->output));
+	job->error_code = WfResultText(row, 5);
+	job->error_message = WfResultText(row, 6);
+	job->attempt = WfResultInt32(row, 7);
+	job->max_attempts = WfResultInt32(row, 8);
+	job->has_step = WfResultUuid(row, 9, &job->step_id);
+	job->has_run = WfResultUuid(row, 10, &job->run_id);
+}
+
+/* FetchJob reads a job, locking it when lock is true. */
+static void
+FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
+{
+	static SPIPlanPtr read_plan = NULL;
+	static SPIPlanPtr lock_plan = NULL;
+	static char *read_sql = NULL;
+	static char *lock_sql = NULL;
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	if (read_sql == NULL)
+	{
+		read_sql = MemoryContextStrdup(TopMemoryContext,
+									   psprintf("SELECT %s FROM workflow.job_queue j WHERE j.id" OP("=") "$1",
+												job_state_columns));
+		lock_sql = MemoryContextStrdup(TopMemoryContext,
+									   psprintf("%s FOR NO KEY UPDATE", read_sql));
+	}
+	values[0] = UUIDPGetDatum(job_id);
+	if (lock)
+		WfExecute(&lock_plan, lock_sql, 1, types, values, NULL, false, 1);
+	else
+		WfExecute(&read_plan, read_sql, 1, types, values, NULL, true, 1);
+	memset(job, 0, sizeof(JobState));
+	job->id = *job_id;
+	if (SPI_processed == 1)
+		ReadJobState(0, job);
+}
+
+/*
+ * CheckWorkerJob raises the first error that applies to a worker naming
+ * this job with this token, except job.not_running: it returns whether the
+ * job is RUNNING under that token.
+ */
+static bool
+CheckWorkerJob(const JobState *job, const pg_uuid_t *token, bool skip_soft)
+{
+	if (!job->found)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_JOB_NOT_FOUND, "job %s does not exist",
+				 WfUuidString(&job->id));
+	if (strcmp(job->status, "CANCELED") == 0)
+	{
+		if (skip_soft)
+			return false;
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_JOB_CANCELED ": job %s was canceled", WfUuidString(&job->id)),
+				 errdetail("Stop working on it; its result is not wanted.")));
+	}
+	if (!job->has_token || WfUuidCompare(&job->lease_token, token) != 0)
+	{
+		if (skip_soft)
+			return false;
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_RETRY),
+				 errmsg(WF_JOB_LEASE_LOST ": the lease on job %s is not held by this token",
+						WfUuidString(&job->id)),
+				 errdetail("The lease expired, or the job was retried or released; another worker may hold it now.")));
+	}
+	return strcmp(job->status, "RUNNING") == 0;
+}
+
+static void
+RaiseNotRunning(const JobState *job)
+{
+	ereport(ERROR,
+			(errcode(WF_SQLSTATE_WRONG_STATE),
+			 errmsg(WF_JOB_NOT_RUNNING ": job %s is %s", WfUuidString(&job->id),
+					job->status)));
+}
+
+/* --- enqueue --- */
+
+/* workflow_enqueue adds a plain job and returns its id. */
+Datum
+workflow_enqueue(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"INSERT INTO workflow.job_queue (job_type, payload, priority, run_at,"
+		" max_attempts, timeout_seconds, organization_id, stage)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
+	static const Oid types[8] = {TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+	INT4OID, INT4OID, UUIDOID, TEXTOID};
+	Datum		values[8];
+	char		nulls[8] = "        ";
+	pg_uuid_t	id;
+
+	values[0] = PointerGetDatum(ArgText(fcinfo, 0, "job_type"));
+	CheckJobType(DatumGetTextPP(values[0]));
+	if (PG_ARGISNULL(1))
+		wf_invalid_argument("payload must not be null");
+	values[1] = PG_GETARG_DATUM(1);
+	CheckJsonbSize(values[1], "payload");
+	if (PG_ARGISNULL(2))
+		wf_invalid_argument("priority must not be null");
+	values[2] = PG_GETARG_DATUM(2);
+	if (PG_ARGISNULL(3))
+		wf_invalid_argument("run_at must not be null");
+	values[3] = PG_GETARG_DATUM(3);
+	if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 1)
+		wf_invalid_argument("max_attempts must be at least 1");
+	values[4] = PG_GETARG_DATUM(4);
+	if (PG_ARGISNULL(5) || PG_GETARG_INT32(5) < 1)
+		wf_invalid_argument("timeout_seconds must be at least 1");
+	values[5] = PG_GETARG_DATUM(5);
+	values[6] = PG_ARGISNULL(6) ? (Datum) 0 : PG_GETARG_DATUM(6);
+	nulls[6] = PG_ARGISNULL(6) ? 'n' : ' ';
+	values[7] = PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7);
+	nulls[7] = PG_ARGISNULL(7) ? 'n' : ' ';
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 8, types, values, nulls, false, 0);
+	WfResultUuid(0, 1, &id);
+	SPI_finish();
+	PG_RETURN_DATUM(WfUuidDatum(&id));
+}
+
+/* --- claim --- */
+
+/*
+ * The claim statement for one filter combination: no type filter, one
+ * type (the claim-order index of that type), or several; with or without
+ * organization and stage.  Each combination has its own cached plan.
+ */
+#define CLAIM_TYPES_ANY		0
+#define CLAIM_TYPES_ONE		1
+#define CLAIM_TYPES_MANY	2
+
+static char *
+ClaimSql(int types_mode, bool by_org, bool by_stage)
+{
+	return psprintf(
+					"WITH c AS ("
+					"SELECT j.id FROM workflow.job_queue j"
+					" WHERE j.status" OP("=") "'QUEUED'"
+					" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
+					"%s%s%s"
+					" ORDER BY j.priority DESC, j.run_at, j.id"
+					" LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
+					" u AS ("
+					"UPDATE workflow.job_queue j SET status = 'RUNNING',"
+					" attempt = j.attempt" OP("+") "1,"
+					" worker_id = $2,"
+					" lease_token = pg_catalog.gen_random_uuid(),"
+					" leased_until = pg_catalog.statement_timestamp()" OP("+")
+					"  pg_catalog.make_interval(secs => j.timeout_seconds),"
+					" started_at = COALESCE(j.started_at, pg_catalog.statement_timestamp()),"
+					" updated_at = pg_catalog.statement_timestamp()"
+					" FROM c WHERE j.id" OP("=") "c.id"
+					" RETURNING j.*)"
+					" SELECT * FROM u ORDER BY u.priority DESC, u.run_at, u.id",
+					types_mode == CLAIM_TYPES_ONE ? " AND j.job_type" OP("=") "$4" :
+					types_mode == CLAIM_TYPES_MANY ? " AND j.job_type" OP("=") "ANY ($3)" : "",
+					by_org ? " AND j.organization_id" OP("=") "$5" : "",
+					by_stage ? " AND j.stage" OP("=") "$6" : "");
+}
+
+/* workflow_claim leases up to batch_size due jobs to a worker. */
+Datum
+workflow_claim(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plans[3][2][2];
+	static char *sqls[3][2][2];
+	static const Oid types[6] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
+	UUIDOID, TEXTOID};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[6];
+	char		nulls[6] = "      ";
+	int			types_mode = CLAIM_TYPES_ANY;
+	bool		by_org = !PG_ARGISNULL(3);
+	bool		by_stage = !PG_ARGISNULL(4);
+	int32		batch_size;
+
+	WfRequireReadCommitted();
+	values[1] = PointerGetDatum(ArgText(fcinfo, 0, "worker_id"));
+	if (PG_ARGISNULL(2))
+		wf_invalid_argument("batch_size must not be null");
+	batch_size = PG_GETARG_INT32(2);
+	if (batch_size < 1 || batch_size > WF_MAX_CLAIM_BATCH)
+		wf_invalid_argument("batch_size must be between 1 and %d, not %d",
+							WF_MAX_CLAIM_BATCH, batch_size);
+	values[0] = Int32GetDatum(batch_size);
+	values[2] = (Datum) 0;
+	nulls[2] = 'n';
+	values[3] = (Datum) 0;
+	nulls[3] = 'n';
+	if (!PG_ARGISNULL(1))
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(1);
+		Datum	   *elems;
+		bool	   *elem_nulls;
+		int			nelems;
+
+		deconstruct_array_builtin(arr, TEXTOID, &elems, &elem_nulls, &nelems);
+		if (nelems == 0)
+			wf_invalid_argument("job_types must not be empty; pass NULL to claim any type");
+		for (int i = 0; i < nelems; i++)
+			if (elem_nulls[i])
+				wf_invalid_argument("job_types must not contain NULL");
+		if (nelems == 1)
+		{
+			types_mode = CLAIM_TYPES_ONE;
+			values[3] = elems[0];
+			nulls[3] = ' ';
+		}
+		else
+		{
+			types_mode = CLAIM_TYPES_MANY;
+			values[2] = PointerGetDatum(arr);
+			nulls[2] = ' ';
+		}
+	}
+	values[4] = by_org ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[4] = by_org ? ' ' : 'n';
+	values[5] = by_stage ? PG_GETARG_DATUM(4) : (Datum) 0;
+	nulls[5] = by_stage ? ' ' : 'n';
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	if (sqls[types_mode][by_org][by_stage] == NULL)
+		sqls[types_mode][by_org][by_stage] =
+			MemoryContextStrdup(TopMemoryContext,
+								ClaimSql(types_mode, by_org, by_stage));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plans[types_mode][by_org][by_stage],
+			  sqls[types_mode][by_org][by_stage], 6, types, values, nulls,
+			  false, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	SPI_finish();
+
+	return (Datum) 0;
+}
+
+/* --- heartbeat --- */
+
+/* workflow_heartbeat extends a held lease and returns the new expiry. */
+Datum
+workflow_heartbeat(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET"
+		" leased_until = pg_catalog.statement_timestamp()" OP("+")
+		"  pg_catalog.make_interval(secs => j.timeout_seconds)"
+		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
+		" AND j.status" OP("=") "'RUNNING'"
+		" RETURNING j.leased_until";
+	static const Oid types[2] = {UUIDOID, UUIDOID};
+	Datum		values[2];
+	bool		isnull;
+	Datum		result;
+	JobState	job;
+
+	WfRequireReadCommitted();
+	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
+	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	if (SPI_processed == 1)
+	{
+		result = WfResultDatum(0, 1, &isnull);
+		SPI_finish();
+		PG_RETURN_DATUM(result);
+	}
+	FetchJob(DatumGetUUIDP(values[0]), false, &job);
+	CheckWorkerJob(&job, DatumGetUUIDP(values[1]), false);
+	RaiseNotRunning(&job);
+	PG_RETURN_NULL();			/* not reached */
+}
+
+/* --- complete --- */
+
+/* workflow_complete_job records a job's success. */
+Datum
+workflow_complete_job(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET status = 'SUCCEEDED', output = $3,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
+		" AND j.status" OP("=") "'RUNNING'";
+	static const Oid types[3] = {UUIDOID, UUIDOID, JSONBOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	JobState	job;
+
+	WfRequireReadCommitted();
+	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
+	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
+	if (PG_ARGISNULL(2))
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = 'n';
+	}
+	else
+	{
+		values[2] = PG_GETARG_DATUM(2);
+		CheckJsonbSize(values[2], "output");
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
+	if (SPI_processed == 0)
+	{
+		FetchJob(DatumGetUUIDP(values[0]), false, &job);
+		CheckWorkerJob(&job, DatumGetUUIDP(values[1]), false);
+		/* a repeat of the call that completed it returns quietly */
+		if (strcmp(job.status, "SUCCEEDED") != 0 ||
+			!WfJsonbEqual(job.output, job.output_null, values[2],
+						  nulls[2] == 'n'))
+			RaiseNotRunning(&job);
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* --- fail --- */
+
+/*
+ * RetryDelay is the exponential backoff before attempt + 1: the base delay
+ * doubled per attempt made, capped, then drawn from its upper half so that
+ * workers failing together do not retry together.
+ */
+static int64
+RetryDelayUs(int32 attempt)
+{
+	double		delay_ms = (double) wf_retry_base_delay_ms;
+
+	for (int i = 1; i < attempt && delay_ms < wf_retry_max_delay_ms; i++)
+		delay_ms *= 2;
+	if (delay_ms > wf_retry_max_delay_ms)
+		delay_ms = wf_retry_max_delay_ms;
+	delay_ms *= 0.5 + 0.5 * pg_prng_double(&pg_global_prng_state);
+	return (int64) (delay_ms * 1000.0);
+}
+
+/* FailJobRow records one failed attempt of a locked, running job. */
+static void
+FailJobRow(const JobState *job, Datum error_code, Datum error_message,
+		   bool message_null, bool retryable)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET"
+		" status = CASE WHEN $2 THEN 'QUEUED' ELSE 'FAILED' END::workflow.job_status,"
+		" run_at = CASE WHEN $2 THEN $3 ELSE j.run_at END,"
+		" lease_token = CASE WHEN $2 THEN NULL ELSE j.lease_token END,"
+		" leased_until = NULL,"
+		" worker_id = CASE WHEN $2 THEN NULL ELSE j.worker_id END,"
+		" last_error_code = $4, last_error_message = $5,"
+		" finished_at = CASE WHEN $2 THEN NULL"
+		"  ELSE pg_catalog.statement_timestamp() END,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "$1";
+	static const Oid types[5] = {UUIDOID, BOOLOID, TIMESTAMPTZOID, TEXTOID,
+	TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = "     ";
+	bool		retry = retryable && job->attempt < job->max_attempts;
+
+	values[0] = UUIDPGetDatum(&job->id);
+	values[1] = BoolGetDatum(retry);
+	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp() +
+									(retry ? RetryDelayUs(job->attempt) : 0));
+	values[3] = error_code;
+	values[4] = error_message;
+	if (message_null)
+		nulls[4] = 'n';
+	WfExecute(&plan, sql, 5, types, values, nulls, false, 0);
+}
+
+/* A repeat of the fail_job that left the job FAILED returns quietly. */
+static bool
+IsFailRepeat(const JobState *job, const char *code, const char *message)
+{
+	return strcmp(job->status, "FAILED") == 0 &&
+		WfTextEqual(job->error_code, code) &&
+		WfTextEqual(job->error_message, message);
+}
+
+/* workflow_fail_job records a failed attempt: retry later or FAILED. */
+Datum
+workflow_fail_job(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *job_id;
+	pg_uuid_t  *token;
+	char	   *code;
+	char	   *message = NULL;
+	JobState	job;
+
+	WfRequireReadCommitted();
+	job_id = ArgUuid(fcinfo, 0, "job_id");
+	token = ArgUuid(fcinfo, 1, "lease_token");
+	code = text_to_cstring(ArgText(fcinfo, 2, "error_code"));
+	if (!PG_ARGISNULL(3))
+		message = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (PG_ARGISNULL(4))
+		wf_invalid_argument("retryable must not be null");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	FetchJob(job_id, true, &job);
+	if (!CheckWorkerJob(&job, token, false))
+	{
+		if (!IsFailRepeat(&job, code, message))
+			RaiseNotRunning(&job);
+	}
+	else
+		FailJobRow(&job, CStringGetTextDatum(code),
+				   message ? CStringGetTextDatum(message) : (Datum) 0,
+				   message == NULL, PG_GETARG_BOOL(4));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* --- release --- */
+
+/* workflow_release_job gives a claim back without using up an attempt. */
+Datum
+workflow_release_job(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET status = 'QUEUED',"
+		" attempt = j.attempt" OP("-") "1,"
+		" lease_token = NULL, leased_until = NULL, worker_id = NULL,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
+		" AND j.status" OP("=") "'RUNNING'";
+	static const Oid types[2] = {UUIDOID, UUIDOID};
+	Datum		values[2];
+	JobState	job;
+
+	WfRequireReadCommitted();
+	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
+	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	if (SPI_processed == 0)
+	{
+		FetchJob(DatumGetUUIDP(values[0]), false, &job);
+		CheckWorkerJob(&job, DatumGetUUIDP(values[1]), false);
+		RaiseNotRunning(&job);
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* --- cancel --- */
+
+/* workflow_cancel_job cancels a QUEUED or RUNNING job (and its step). */
+Datum
+workflow_cancel_job(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET status = 'CANCELED',"
+		" last_error_code = '" WF_JOB_CANCELED "', last_error_message = $2,"
+		" leased_until = NULL,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "$1";
+	static const Oid types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+	char		nulls[2] = "  ";
+	JobState	job;
+
+	WfRequireReadCommitted();
+	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
+	if (PG_ARGISNULL(1))
+	{
+		values[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+	else
+		values[1] = CStringGetTextDatum(WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1))));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	FetchJob(DatumGetUUIDP(values[0]), true, &job);
+	if (!job.found)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_JOB_NOT_FOUND, "job %s does not exist",
+				 WfUuidString(&job.id));
+	if (strcmp(job.status, "CANCELED") == 0)
+		wf_error(WF_SQLSTATE_WRONG_STATE, WF_JOB_CANCELED,
+				 "job %s was canceled already", WfUuidString(&job.id));
+	if (WF_TERMINAL_STATUS(job.status))
+		RaiseNotRunning(&job);
+	WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* --- lease expiry --- */
+
+/*
+ * workflow_reap_expired expires up to WF_REAP_BATCH leases that ran out:
+ * back to QUEUED, or FAILED on the last attempt.  Runs whose release lock
+ * is busy are skipped and picked up by a later call.
+ */
+Datum
+workflow_reap_expired(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr select_plan = NULL;
+	static const char *select_sql =
+		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
+		" WHERE j.status" OP("=") "'RUNNING'"
+		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
+		" ORDER BY j.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
+	static const Oid select_types[1] = {INT4OID};
+	static SPIPlanPtr expire_plan = NULL;
+	static const char *expire_sql =
+		"UPDATE workflow.job_queue j SET"
+		" status = CASE WHEN j.attempt" OP(">=") "j.max_attempts"
+		"  THEN 'FAILED' ELSE 'QUEUED' END::workflow.job_status,"
+		" run_at = CASE WHEN j.attempt" OP(">=") "j.max_attempts"
+		"  THEN j.run_at ELSE j.leased_until END,"
+		" finished_at = CASE WHEN j.attempt" OP(">=") "j.max_attempts"
+		"  THEN pg_catalog.statement_timestamp() END,"
+		" lease_token = NULL, leased_until = NULL, worker_id = NULL,"
+		" last_error_code = '" WF_REASON_LEASE_EXPIRED "',"
+		" last_error_message = 'the lease expired before the job finished',"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "ANY ($1)";
+	static const Oid expire_types[1] = {UUIDARRAYOID};
+	Datum		values[1];
+	uint64		n;
+	pg_uuid_t  *ids;
+	pg_uuid_t  *runs;
+	bool	   *has_run;
+	Datum	   *chosen;
+	int			nchosen = 0;
+	pg_uuid_t  *sorted_runs;
+	int			nruns = 0;
+	bool	   *run_ok;
+	int			expired = 0;
+
+	WfRequireReadCommitted();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	values[0] = Int32GetDatum(WF_REAP_BATCH);
+	WfExecute(&select_plan, select_sql, 1, select_types, values, NULL,
+			  false, 0);
+	n = SPI_processed;
+	if (n == 0)
+	{
+		SPI_finish();
+		PG_RETURN_INT32(0);
+	}
+	ids = palloc(sizeof(pg_uuid_t) * n);
+	runs = palloc(sizeof(pg_uuid_t) * n);
+	has_run = palloc(sizeof(bool) * n);
+	sorted_runs = palloc(sizeof(pg_uuid_t) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		WfResultUuid(i, 1, &ids[i]);
+		has_run[i] = WfResultUuid(i, 2, &runs[i]);
+		if (has_run[i])
+			sorted_runs[nruns++] = runs[i];
+	}
+
+	/* try each run's release lock once, in ascending run id */
+	qsort(sorted_runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	run_ok = palloc(sizeof(bool) * Max(nruns, 1));
+	for (int i = 0; i < nruns; i++)
+	{
+		if (i > 0 && WfUuidCompare(&sorted_runs[i], &sorted_runs[i - 1]) == 0)
+			run_ok[i] = run_ok[i - 1];
+		else
+			run_ok[i] = WfLockRunRelease(&sorted_runs[i], false, false);
+	}
+
+	chosen = palloc(sizeof(Datum) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		if (has_run[i])
+		{
+			pg_uuid_t  *found = bsearch(&runs[i], sorted_runs, nruns,
+										sizeof(pg_uuid_t), WfUuidCmpQsort);
+
+			if (!run_ok[found - sorted_runs])
+				continue;
+		}
+		chosen[nchosen++] = UUIDPGetDatum(&ids[i]);
+	}
+
+	if (nchosen > 0)
+	{
+		values[0] = WfArray(chosen, NULL, nchosen, UUIDOID);
+		WfExecute(&expire_plan, expire_sql, 1, expire_types, values, NULL,
+				  false, 0);
+		expired = (int) SPI_processed;
+	}
+	SPI_finish();
+	PG_RETURN_INT32(expired);
+}
+
+/* --- batch forms --- */
+
+typedef struct BatchItem
+{
+	pg_uuid_t	id;
+	int			index;			/* position in the caller's arrays */
+} BatchItem;
+
+static int
+CompareBatchItem(const void *a, const void *b)
+{
+	return WfUuidCompare(&((const BatchItem *) a)->id,
+						 &((const BatchItem *) b)->id);
+}
+
+/*
+ * DeconstructArg splits an array argument into its elements, checking
+ * its length against the first array's.
+ */
+static int
+DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
+			   Datum **elems, bool **nulls, int expected)
+{
+	int			nelems;
+
+	if (PG_ARGISNULL(n))
+		wf_invalid_argument("%s must not be null", name);
+	deconstruct_array_builtin(PG_GETARG_ARRAYTYPE_P(n), elemtype, elems,
+							  nulls, &nelems);
+	if (expected >= 0 && nelems != expected)
+		wf_invalid_argument("%s has %d elements but job_ids has %d",
+							name, nelems, expected);
+	return nelems;
+}
+
+/*
+ * LockBatch locks the named jobs in ascending id and reads their state
+ * into jobs[] (in the order of items, which it sorts).  It raises
+ * job.invalid_argument for a duplicate id and job.not_found for a missing
+ * one.
+ */
+static void
+LockBatch(BatchItem *items, int n, JobState *jobs)
+{
+	static SPIPlanPtr plan = NULL;
+	static char *sql = NULL;
+	static const Oid types[1] = {UUIDARRAYOID};
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum		values[1];
+	uint64		row = 0;
+
+	qsort(items, n, sizeof(BatchItem), CompareBatchItem);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0 && WfUuidCompare(&items[i].id, &items[i - 1].id) == 0)
+			wf_invalid_argument("job %s appears twice in one call",
+								WfUuidString(&items[i].id));
+		ids[i] = UUIDPGetDatum(&items[i].id);
+	}
+	if (sql == NULL)
+		sql = MemoryContextStrdup(TopMemoryContext,
+								  psprintf("SELECT %s FROM workflow.job_queue j"
+										   " WHERE j.id" OP("=") "ANY ($1)"
+										   " ORDER BY j.id FOR NO KEY UPDATE",
+										   job_state_columns));
+	values[0] = WfArray(ids, NULL, n, UUIDOID);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+
+	/* both sides are sorted by id: merge */
+	for (int i = 0; i < n; i++)
+	{
+		pg_uuid_t	row_id;
+
+		memset(&jobs[i], 0, sizeof(JobState));
+		jobs[i].id = items[i].id;
+		if (row < SPI_processed)
+		{
+			WfResultUuid(row, 1, &row_id);
+			if (WfUuidCompare(&row_id, &items[i].id) == 0)
+				ReadJobState(row++, &jobs[i]);
+		}
+	}
+	pfree(ids);
+}
+
+/*
+ * LockBatchSteps takes the step rows and then the release locks of the
+ * jobs about to finish, in the DESIGN.md order, before any job is written.
+ */
+static void
+LockBatchSteps(JobState *jobs, bool *finish, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT s.id FROM workflow.workflow_steps s"
+		" WHERE s.id" OP("=") "ANY ($1) ORDER BY s.id FOR NO KEY UPDATE";
+	static const Oid types[1] = {UUIDARRAYOID};
+	Datum	   *steps = palloc(sizeof(Datum) * n);
+	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * n);
+	int			nsteps = 0;
+	int			nruns = 0;
+	Datum		values[1];
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!finish[i] || !jobs[i].has_step)
+			continue;
+		steps[nsteps++] = UUIDPGetDatum(&jobs[i].step_id);
+		if (jobs[i].has_run)
+			runs[nruns++] = jobs[i].run_id;
+	}
+	if (nsteps > 0)
+	{
+		values[0] = WfArray(steps, NULL, nsteps, UUIDOID);
+		WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	}
+	qsort(runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	for (int i = 0; i < nruns; i++)
+		if (i == 0 || WfUuidCompare(&runs[i], &runs[i - 1]) != 0)
+			WfLockRunRelease(&runs[i], false, true);
+	pfree(steps);
+	pfree(runs);
+}
+
+/*
+ * BatchResult returns the finished ids in ascending id order as the rows
+ * of a SETOF uuid function.
+ */
+static void
+BatchResult(FunctionCallInfo fcinfo, BatchItem *items, bool *returned, int n)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		value;
+		bool		isnull = false;
+
+		if (!returned[i])
+			continue;
+		value = UUIDPGetDatum(&items[i].id);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
+							 &isnull);
+	}
+}
+
+/* workflow_complete_jobs completes many jobs in one transaction. */
+Datum
+workflow_complete_jobs(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.job_queue j SET status = 'SUCCEEDED', output = $2,"
+		" finished_at = pg_catalog.statement_timestamp(),"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE j.id" OP("=") "$1";
+	static const Oid types[2] = {UUIDOID, JSONBOID};
+	Datum	   *ids;
+	bool	   *id_nulls;
+	Datum	   *tokens;
+	bool	   *token_nulls;
+	Datum	   *outputs = NULL;
+	bool	   *output_nulls = NULL;
+	int			n;
+	BatchItem  *items;
+	JobState   *jobs;
+	bool	   *finish;
+	bool	   *returned;
+
+	WfRequireReadCommitted();
+	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
+	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &tokens, &token_nulls, n);
+	if (!PG_ARGISNULL(2))
+		DeconstructArg(fcinfo, 2, "outputs", JSONBOID, &outputs, &output_nulls, n);
+	for (int i = 0; i < n; i++)
+	{
+		if (id_nulls[i] || token_nulls[i])
+			wf_invalid_argument("job_ids and lease_tokens must not contain NULL");
+		if (outputs != NULL && !output_nulls[i])
+			CheckJsonbSize(outputs[i], "output");
+	}
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (n == 0)
+		return (Datum) 0;
+
+	items = palloc(sizeof(BatchItem) * n);
+	for (int i = 0; i < n; i++)
+	{
+		memcpy(&items[i].id, DatumGetUUIDP(ids[i]), sizeof(pg_uuid_t));
+		items[i].index = i;
+	}
+	jobs = palloc(sizeof(JobState) * n);
+	finish = palloc0(sizeof(bool) * n);
+	returned = palloc0(sizeof(bool) * n);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	LockBatch(items, n, jobs);
+	for (int i = 0; i < n; i++)
+	{
+		int			k = items[i].index;
+		bool		out_null = outputs == NULL || output_nulls[k];
+		Datum		out = out_null ? (Datum) 0 : outputs[k];
+
+		if (!jobs[i].found)
+			CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), false);
+		if (!CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), true))
+		{
+			/* canceled or lease lost: skipped, unless a quiet repeat */
+			if (jobs[i].status != NULL &&
+				strcmp(jobs[i].status, "CANCELED") != 0 && jobs[i].has_token &&
+				WfUuidCompare(&jobs[i].lease_token, DatumGetUUIDP(tokens[k])) == 0)
+			{
+				if (strcmp(jobs[i].status, "SUCCEEDED") != 0 ||
+					!WfJsonbEqual(jobs[i].output, jobs[i].output_null, out, out_null))
+					RaiseNotRunning(&jobs[i]);
+				returned[i] = true;
+			}
+			continue;
+		}
+		finish[i] = true;
+		returned[i] = true;
+	}
+
+	LockBatchSteps(jobs, finish, n);
+	WfDeferFinishBegin();
+	for (int i = 0; i < n; i++)
+	{
+		int			k = items[i].index;
+		Datum		values[2];
+		char		nulls[2] = "  ";
+
+		if (!finish[i])
+			continue;
+		values[0] = UUIDPGetDatum(&items[i].id);
+		if (outputs == NULL || output_nulls[k])
+			nulls[1] = 'n';
+		else
+			values[1] = outputs[k];
+		WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+	}
+	WfDeferFinishEnd();
+	WfFinishPending();
+	SPI_finish();
+
+	BatchResult(fcinfo, items, returned, n);
+	return (Datum) 0;
+}
+
+/* workflow_fail_jobs records failed attempts of many jobs at once. */
+Datum
+workflow_fail_jobs(PG_FUNCTION_ARGS)
+{
+	Datum	   *ids;
+	bool	   *id_nulls;
+	Datum	   *tokens;
+	bool	   *token_nulls;
+	Datum	   *codes;
+	bool	   *code_nulls;
+	Datum	   *messages;
+	bool	   *message_nulls;
+	char	  **message_strs;
+	int			n;
+	bool		retryable;
+	BatchItem  *items;
+	JobState   *jobs;
+	bool	   *finish;
+	bool	   *returned;
+
+	WfRequireReadCommitted();
+	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
+	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &tokens, &token_nulls, n);
+	DeconstructArg(fcinfo, 2, "error_codes", TEXTOID, &codes, &code_nulls, n);
+	DeconstructArg(fcinfo, 3, "error_messages", TEXTOID, &messages, &message_nulls, n);
+	if (PG_ARGISNULL(4))
+		wf_invalid_argument("retryable must not be null");
+	retryable = PG_GETARG_BOOL(4);
+	message_strs = palloc(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		if (id_nulls[i] || token_nulls[i])
+			wf_invalid_argument("job_ids and lease_tokens must not contain NULL");
+		if (code_nulls[i])
+			wf_invalid_argument("error_codes must not contain NULL");
+		message_strs[i] = message_nulls[i] ? NULL :
+			WfTruncateMessage(TextDatumGetCString(messages[i]));
+	}
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (n == 0)
+		return (Datum) 0;
+
+	items = palloc(sizeof(BatchItem) * n);
+	for (int i = 0; i < n; i++)
+	{
+		memcpy(&items[i].id, DatumGetUUIDP(ids[i]), sizeof(pg_uuid_t));
+		items[i].index = i;
+	}
+	jobs = palloc(sizeof(JobState) * n);
+	finish = palloc0(sizeof(bool) * n);
+	returned = palloc0(sizeof(bool) * n);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	LockBatch(items, n, jobs);
+	for (int i = 0; i < n; i++)
+	{
+		int			k = items[i].index;
+		char	   *code = TextDatumGetCString(codes[k]);
+
+		if (!jobs[i].found)
+			CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), false);
+		if (!CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), true))
+		{
+			if (jobs[i].status != NULL &&
+				strcmp(jobs[i].status, "CANCELED") != 0 && jobs[i].has_token &&
+				WfUuidCompare(&jobs[i].lease_token, DatumGetUUIDP(tokens[k])) == 0)
+			{
+				if (!IsFailRepeat(&jobs[i], code, message_strs[k]))
+					RaiseNotRunning(&jobs[i]);
+				returned[i] = true;
+			}
+			continue;
+		}
+		finish[i] = true;
+		returned[i] = true;
+	}
+
+	LockBatchSteps(jobs, finish, n);
+	WfDeferFinishBegin();
+	for (int i = 0; i < n; i++)
+	{
+		int			k = items[i].index;
+
+		if (!finish[i])
+			continue;
+		FailJobRow(&jobs[i], codes[k],
+				   message_strs[k] ? CStringGetTextDatum(message_strs[k]) : (Datum) 0,
+				   message_strs[k] == NULL, retryable);
+	}
+	WfDeferFinishEnd();
+	WfFinishPending();
+	SPI_finish();
+
+	BatchResult(fcinfo, items, returned, n);
+	return (Datum) 0;
+}

@@ -1,0 +1,215 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.c
+ *	  Cached SPI plans and helpers to pass values in and out of them.
+ *
+ * Every statement of the engine is prepared once per backend and kept
+ * (SPI_prepare + SPI_keepplan); callers hold the plan pointer in a static
+ * variable next to the statement text.  Takes no locks of its own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+
+#include "workflow.h"
+
+/*
+ * WfPreparedPlan returns the kept plan for sql, preparing it on first use
+ * and again if it was invalidated for good (as ri_triggers.c does).
+ */
+static SPIPlanPtr
+WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
+			   const Oid *argtypes)
+{
+	if (*plan != NULL && !SPI_plan_is_valid(*plan))
+	{
+		SPI_freeplan(*plan);
+		*plan = NULL;
+	}
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, (Oid *) argtypes);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		*plan = p;
+	}
+	return *plan;
+}
+
+/*
+ * WfExecute runs a cached statement and returns its SPI result code;
+ * a negative code is an error, never returned.
+ */
+int
+WfExecute(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *argtypes,
+		  Datum *values, const char *nulls, bool read_only, long count)
+{
+	SPIPlanPtr	p = WfPreparedPlan(plan, sql, nargs, argtypes);
+	int			ret;
+
+	ret = SPI_execute_plan(p, values, nulls, read_only, count);
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 sql, SPI_result_code_string(ret));
+	return ret;
+}
+
+/*
+ * WfExecuteNowait runs a locking statement that uses NOWAIT and turns a
+ * lock that is not available (55P03) into workflow.release_conflict, which
+ * the caller retries like a serialization failure.
+ */
+int
+WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
+				const Oid *argtypes, Datum *values, const char *nulls)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	int			ret = 0;
+
+	PG_TRY();
+	{
+		ret = WfExecute(plan, sql, nargs, argtypes, values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_RETRY),
+				 errmsg(WF_RELEASE_CONFLICT ": a row needed for the release is locked by a concurrent transaction"),
+				 errdetail("%s", edata->message),
+				 errhint("Retry the transaction.")));
+	}
+	PG_END_TRY();
+	return ret;
+}
+
+/* WfArray builds a one-dimensional array of a built-in element type. */
+Datum
+WfArray(Datum *elems, bool *nulls, int n, Oid elemtype)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1];
+	int			lbs[1];
+
+	if (n == 0)
+		return PointerGetDatum(construct_empty_array(elemtype));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	dims[0] = n;
+	lbs[0] = 1;
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
+											  elemtype, typlen, typbyval,
+											  typalign));
+}
+
+/* WfResultDatum reads column col (1-based) of row of the last SPI result. */
+Datum
+WfResultDatum(uint64 row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+						 col, isnull);
+}
+
+/* WfResultText returns a text column as a palloc'd string, or NULL. */
+char *
+WfResultText(uint64 row, int col)
+{
+	bool		isnull;
+	Datum		d = WfResultDatum(row, col, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/* WfResultUuid copies a uuid column into out and says whether it was set. */
+bool
+WfResultUuid(uint64 row, int col, pg_uuid_t *out)
+{
+	bool		isnull;
+	Datum		d = WfResultDatum(row, col, &isnull);
+
+	if (isnull)
+	{
+		memset(out, 0, sizeof(pg_uuid_t));
+		return false;
+	}
+	memcpy(out, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+	return true;
+}
+
+int32
+WfResultInt32(uint64 row, int col)
+{
+	bool		isnull;
+	Datum		d = WfResultDatum(row, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+bool
+WfResultBool(uint64 row, int col)
+{
+	bool		isnull;
+	Datum		d = WfResultDatum(row, col, &isnull);
+
+	return isnull ? false : DatumGetBool(d);
+}
+
+/* WfUuidDatum returns a palloc'd copy of uuid as a Datum. */
+Datum
+WfUuidDatum(const pg_uuid_t *uuid)
+{
+	pg_uuid_t  *copy = palloc(sizeof(pg_uuid_t));
+
+	memcpy(copy, uuid, sizeof(pg_uuid_t));
+	return UUIDPGetDatum(copy);
+}
+
+/* WfUuidString formats a uuid in its canonical text form. */
+char *
+WfUuidString(const pg_uuid_t *uuid)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out,
+											   UUIDPGetDatum(uuid)));
+}
+
+/* WfJsonbEqual compares two jsonb values, NULL equal only to NULL. */
+bool
+WfJsonbEqual(Datum a, bool a_null, Datum b, bool b_null)
+{
+	if (a_null || b_null)
+		return a_null && b_null;
+	return DatumGetBool(DirectFunctionCall2(jsonb_eq, a, b));
+}
+
+/* WfTextEqual compares two strings, NULL equal only to NULL. */
+bool
+WfTextEqual(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == NULL && b == NULL;
+	return strcmp(a, b) == 0;
+}
+
+/* WfEnumLabel returns the label of an enum value. */
+char *
+WfEnumLabel(Datum value)
+{
+	return DatumGetCString(DirectFunctionCall1(enum_out, value));
+}

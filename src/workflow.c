@@ -1,0 +1,236 @@
+/*-------------------------------------------------------------------------
+ *
+ * workflow.c
+ *	  Module entry: settings, per-transaction engine state, and the run
+ *	  release lock.
+ *
+ * Owns the workflow.* settings, the flag that lets the engine's own writes
+ * pass the guard triggers, the memory that collects terminal steps until
+ * the end of a statement, and the run release lock: a transaction-level
+ * advisory lock per run, taken shared by completions and exclusive by
+ * cancel_run.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "mb/pg_wchar.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "workflow.h"
+
+PG_MODULE_MAGIC;
+
+int			wf_max_steps = 100000;
+int			wf_max_edges = 1000000;
+int			wf_max_payload_bytes = 1024 * 1024;
+int			wf_max_job_type_bytes = 128;
+int			wf_max_step_key_length = 128;
+int			wf_max_error_message_bytes = 4096;
+int			wf_retry_base_delay_ms = 1000;
+int			wf_retry_max_delay_ms = 3600 * 1000;
+
+static int	engine_write_depth = 0;
+static MemoryContext pending_context = NULL;
+
+void		_PG_init(void);
+static void WfXactCallback(XactEvent event, void *arg);
+static void WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+							  SubTransactionId parentSubid, void *arg);
+
+/* _PG_init registers the settings and the transaction callbacks. */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("workflow.max_steps",
+							"Largest number of steps in one run.",
+							NULL, &wf_max_steps, 100000, 1, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_edges",
+							"Largest number of dependency edges in one run.",
+							NULL, &wf_max_edges, 1000000, 0, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_payload_bytes",
+							"Largest payload or output, in bytes.",
+							NULL, &wf_max_payload_bytes, 1024 * 1024, 1,
+							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_job_type_bytes",
+							"Longest job_type, in bytes.",
+							NULL, &wf_max_job_type_bytes, 128, 1, 65536,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_step_key_length",
+							"Longest step key, in characters.",
+							NULL, &wf_max_step_key_length, 128, 1, 65536,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_error_message_bytes",
+							"Error messages longer than this are truncated.",
+							NULL, &wf_max_error_message_bytes, 4096, 16,
+							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.retry_base_delay_ms",
+							"Delay before the first retry of a failed job.",
+							"Each further retry doubles it, with jitter.",
+							&wf_retry_base_delay_ms, 1000, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.retry_max_delay_ms",
+							"Longest delay between two attempts of a job.",
+							NULL, &wf_retry_max_delay_ms, 3600 * 1000, 0,
+							INT_MAX, PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("workflow");
+
+	RegisterXactCallback(WfXactCallback, NULL);
+	RegisterSubXactCallback(WfSubXactCallback, NULL);
+}
+
+/*
+ * WfRequireReadCommitted refuses to run under REPEATABLE READ or
+ * SERIALIZABLE: the cascade relies on every statement seeing the latest
+ * committed counters.
+ */
+void
+WfRequireReadCommitted(void)
+{
+	if (XactIsoLevel != XACT_READ_COMMITTED)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_ISOLATION),
+				 errmsg(WF_UNSUPPORTED_ISOLATION ": workflow functions require READ COMMITTED"),
+				 errdetail("The current transaction runs at a stricter isolation level."),
+				 errhint("Call the function in a READ COMMITTED transaction.")));
+}
+
+/*
+ * The guard trigger on workflow_steps lets a status change through only
+ * while the engine is writing.  A failed statement leaves the depth set,
+ * so the transaction callbacks clear it on abort.
+ */
+void
+WfEngineWriteBegin(void)
+{
+	engine_write_depth++;
+}
+
+void
+WfEngineWriteEnd(void)
+{
+	if (engine_write_depth > 0)
+		engine_write_depth--;
+}
+
+bool
+WfEngineWriting(void)
+{
+	return engine_write_depth > 0;
+}
+
+/*
+ * WfPendingContext holds what row triggers collect until the statement
+ * ends; it lives outside any transaction context so that the pointers into
+ * it can be reset explicitly on abort.
+ */
+MemoryContext
+WfPendingContext(void)
+{
+	if (pending_context == NULL)
+		pending_context = AllocSetContextCreate(TopMemoryContext,
+												"workflow pending work",
+												ALLOCSET_DEFAULT_SIZES);
+	return pending_context;
+}
+
+static void
+WfDiscardState(void)
+{
+	engine_write_depth = 0;
+	WfDeferReset();
+	WfPendingReset();
+	if (pending_context != NULL)
+		MemoryContextReset(pending_context);
+}
+
+/*
+ * WfXactCallback drops collected work on abort, and refuses to commit work
+ * that was collected but never applied (which would leave counters wrong).
+ */
+static void
+WfXactCallback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			if (WfHasPending())
+				ereport(ERROR,
+						(errcode(WF_SQLSTATE_INTERNAL),
+						 errmsg(WF_INTERNAL_STATE ": terminal steps were collected but not processed")));
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			WfDiscardState();
+			break;
+	}
+}
+
+/*
+ * A statement that failed inside a savepoint may have collected terminal
+ * steps whose updates are now rolled back: forget them.
+ */
+static void
+WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+				  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		WfDiscardState();
+}
+
+/*
+ * WfLockRunRelease takes the run's release lock for the rest of the
+ * transaction: shared for completions, exclusive for cancel_run.  With
+ * wait false it only tries, and returns whether it got the lock.
+ *
+ * The key is the uuid's last eight bytes (random in a v7 uuid) in the
+ * int8 form of advisory locks, so pg_locks shows it like
+ * pg_advisory_xact_lock(bigint) would.
+ */
+bool
+WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
+{
+	LOCKTAG		tag;
+	uint64		key = 0;
+	LockAcquireResult res;
+
+	for (int i = 8; i < UUID_LEN; i++)
+		key = (key << 8) | run_id->data[i];
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, 1);
+	res = LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
+					  false, !wait);
+	return res != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * WfTruncateMessage cuts an error message to the configured byte limit at
+ * a character boundary; long messages are kept in part, never rejected.
+ */
+char *
+WfTruncateMessage(const char *message)
+{
+	int			len;
+
+	if (message == NULL)
+		return NULL;
+	len = strlen(message);
+	if (len <= wf_max_error_message_bytes)
+		return pstrdup(message);
+	len = pg_mbcliplen(message, len, wf_max_error_message_bytes);
+	return pnstrdup(message, len);
+}

@@ -1,0 +1,114 @@
+/*-------------------------------------------------------------------------
+ *
+ * workflow.h
+ *	  Shared declarations of the workflow extension, grouped by the file
+ *	  that owns them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WORKFLOW_H
+#define WORKFLOW_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/uuid.h"
+
+#include "errors.h"
+
+/*
+ * OP qualifies an operator in SPI text so that no object on the caller's
+ * search_path can stand in for it.
+ */
+#define OP(o) " OPERATOR(pg_catalog." o ") "
+
+/* The statuses after which a job or step never changes again. */
+#define WF_TERMINAL_STATUS(s) \
+	(strcmp((s), "SUCCEEDED") == 0 || strcmp((s), "FAILED") == 0 || \
+	 strcmp((s), "CANCELED") == 0)
+
+/*
+ * The run counters a step moves between.  ENQUEUED and RUNNING share
+ * WF_COUNT_ACTIVE, so claims and retries never touch the run row.
+ */
+typedef enum WfCounter
+{
+	WF_COUNT_ACTIVE = 0,
+	WF_COUNT_WAITING,
+	WF_COUNT_BLOCKED,
+	WF_COUNT_SUCCEEDED,
+	WF_COUNT_FAILED,
+	WF_COUNT_CANCELED,
+	WF_NUM_COUNTERS
+} WfCounter;
+
+/* workflow.c: settings, transaction state, locks */
+extern int	wf_max_steps;
+extern int	wf_max_edges;
+extern int	wf_max_payload_bytes;
+extern int	wf_max_job_type_bytes;
+extern int	wf_max_step_key_length;
+extern int	wf_max_error_message_bytes;
+extern int	wf_retry_base_delay_ms;
+extern int	wf_retry_max_delay_ms;
+
+extern void WfRequireReadCommitted(void);
+extern void WfEngineWriteBegin(void);
+extern void WfEngineWriteEnd(void);
+extern bool WfEngineWriting(void);
+extern MemoryContext WfPendingContext(void);
+extern void WfPendingReset(void);
+extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
+							 bool wait);
+extern char *WfTruncateMessage(const char *message);
+
+/* spi_util.c: cached plans and SPI value helpers */
+extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
+					  const Oid *argtypes, Datum *values, const char *nulls,
+					  bool read_only, long count);
+extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
+							const Oid *argtypes, Datum *values,
+							const char *nulls);
+extern Datum WfArray(Datum *elems, bool *nulls, int n, Oid elemtype);
+extern Datum WfResultDatum(uint64 row, int col, bool *isnull);
+extern char *WfResultText(uint64 row, int col);
+extern bool WfResultUuid(uint64 row, int col, pg_uuid_t *out);
+extern int32 WfResultInt32(uint64 row, int col);
+extern bool WfResultBool(uint64 row, int col);
+extern Datum WfUuidDatum(const pg_uuid_t *uuid);
+extern char *WfUuidString(const pg_uuid_t *uuid);
+extern bool WfJsonbEqual(Datum a, bool a_null, Datum b, bool b_null);
+extern bool WfTextEqual(const char *a, const char *b);
+extern char *WfEnumLabel(Datum value);
+
+/* uuid.c: time-ordered identifiers */
+extern void WfNewUuidV7(pg_uuid_t *out);
+extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
+extern int	WfUuidCmpQsort(const void *a, const void *b);
+
+/* cascade.c: terminal processing and dependency release */
+extern void WfNoteStepTerminal(const pg_uuid_t *run_id,
+							   const pg_uuid_t *step_id,
+							   const char *new_status, WfCounter from);
+extern void WfFinishPending(void);
+extern bool WfHasPending(void);
+
+/* triggers.c: deferral of statement-end processing for batch calls */
+extern void WfDeferFinishBegin(void);
+extern void WfDeferFinishEnd(void);
+extern void WfDeferReset(void);
+
+/* status.c: run counters, status recomputation, notification */
+extern void WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter,
+						  int32 delta);
+extern void WfApplyRunDeltas(void);
+extern void WfRunDeltasReset(void);
+extern bool WfHasRunDeltas(void);
+extern const char *WfComputeRunStatus(int32 active, int32 waiting,
+									  int32 blocked, int32 failed,
+									  int32 canceled);
+extern bool WfRunStatusTerminal(const char *status);
+extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const char *status);
+
+#endif							/* WORKFLOW_H */

@@ -1,0 +1,292 @@
+/* workflow--1.0.sql: install script for the workflow extension */
+
+\echo Use "CREATE EXTENSION workflow" to load this file. \quit
+
+-- The control file names schema workflow; CREATE EXTENSION creates it and
+-- fails when someone else already owns a schema of that name.
+
+CREATE TYPE workflow.job_status AS ENUM
+    ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED');
+CREATE TYPE workflow.step_status AS ENUM
+    ('BLOCKED', 'ENQUEUED', 'RUNNING', 'WAITING_FOR_EXTERNAL',
+     'SUCCEEDED', 'FAILED', 'CANCELED');
+CREATE TYPE workflow.run_status AS ENUM
+    ('RUNNING', 'WAITING_FOR_EXTERNAL', 'SUCCEEDED',
+     'COMPLETED_WITH_ERRORS', 'CANCELED');
+CREATE TYPE workflow.release_mode AS ENUM ('ON_SUCCESS', 'ON_TERMINAL');
+CREATE TYPE workflow.execution_kind AS ENUM ('JOB', 'EXTERNAL');
+
+CREATE FUNCTION workflow.uuid_v7() RETURNS uuid
+    AS 'MODULE_PATHNAME', 'workflow_uuid_v7'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- Jobs: plain jobs and the jobs of released workflow steps.  Few indexes on
+-- purpose: every status change rewrites the index entries (status is in the
+-- claim index predicate), while heartbeats touch only leased_until and stay
+-- HOT thanks to the fillfactor.
+CREATE TABLE workflow.job_queue (
+    id                  uuid PRIMARY KEY DEFAULT workflow.uuid_v7(),
+    job_type            text NOT NULL,
+    organization_id     uuid,
+    payload             jsonb NOT NULL DEFAULT '{}',
+    priority            integer NOT NULL DEFAULT 0,
+    stage               text,
+    status              workflow.job_status NOT NULL DEFAULT 'QUEUED',
+    attempt             integer NOT NULL DEFAULT 0,
+    max_attempts        integer NOT NULL DEFAULT 3,
+    timeout_seconds     integer NOT NULL DEFAULT 300,
+    run_at              timestamptz NOT NULL DEFAULT now(),
+    leased_until        timestamptz,
+    worker_id           text,
+    lease_token         uuid,
+    last_error_code     text,
+    last_error_message  text,
+    output              jsonb,
+    workflow_run_id     uuid,
+    workflow_step_id    uuid,
+    generation          integer NOT NULL DEFAULT 0,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    started_at          timestamptz,
+    finished_at         timestamptz,
+    CONSTRAINT job_queue_step_generation_key
+        UNIQUE (workflow_step_id, generation),
+    CONSTRAINT job_queue_attempts_check
+        CHECK (max_attempts >= 1 AND attempt >= 0),
+    CONSTRAINT job_queue_timeout_check CHECK (timeout_seconds >= 1)
+) WITH (fillfactor = 80);
+
+-- Claim order within one job type, and over all types.
+CREATE INDEX job_queue_claim_type_idx ON workflow.job_queue
+    (job_type, priority DESC, run_at, id) WHERE status = 'QUEUED';
+CREATE INDEX job_queue_claim_idx ON workflow.job_queue
+    (priority DESC, run_at, id) WHERE status = 'QUEUED';
+-- The lease expiry sweep.
+CREATE INDEX job_queue_running_idx ON workflow.job_queue (id)
+    WHERE status = 'RUNNING';
+
+CREATE TABLE workflow.workflow_runs (
+    id                      uuid PRIMARY KEY,
+    organization_id         uuid,
+    name                    text,
+    definition              jsonb NOT NULL,
+    status                  workflow.run_status NOT NULL,
+    result_step_key         text,
+    result                  jsonb,
+    idempotency_key         text,
+    created_at              timestamptz NOT NULL DEFAULT now(),
+    updated_at              timestamptz NOT NULL DEFAULT now(),
+    finished_at             timestamptz,
+    -- Step counts by status, kept by the engine so that the run status is
+    -- recomputed in O(1).  ENQUEUED and RUNNING share one counter so that
+    -- claims, retries and releases never touch the run row.
+    steps_total             integer NOT NULL,
+    steps_active            integer NOT NULL,
+    steps_waiting           integer NOT NULL,
+    steps_blocked           integer NOT NULL,
+    steps_succeeded         integer NOT NULL DEFAULT 0,
+    steps_failed            integer NOT NULL DEFAULT 0,
+    steps_canceled          integer NOT NULL DEFAULT 0
+) WITH (fillfactor = 80);
+
+CREATE UNIQUE INDEX workflow_runs_idempotency_key_idx ON workflow.workflow_runs
+    (organization_id, idempotency_key) NULLS NOT DISTINCT
+    WHERE idempotency_key IS NOT NULL;
+
+CREATE TABLE workflow.workflow_steps (
+    id                              uuid PRIMARY KEY,
+    workflow_run_id                 uuid NOT NULL,
+    step_key                        text NOT NULL,
+    execution_kind                  workflow.execution_kind NOT NULL,
+    job_type                        text,
+    organization_id                 uuid,
+    payload                         jsonb NOT NULL DEFAULT '{}',
+    priority                        integer NOT NULL DEFAULT 0,
+    max_attempts                    integer NOT NULL DEFAULT 3,
+    timeout_seconds                 integer NOT NULL DEFAULT 300,
+    stage                           text,
+    status                          workflow.step_status NOT NULL,
+    job_id                          uuid,
+    released_at                     timestamptz,
+    started_at                      timestamptz,
+    finished_at                     timestamptz,
+    dependency_count_total          integer NOT NULL,
+    dependency_count_pending        integer NOT NULL,
+    dependency_count_unsatisfied    integer NOT NULL DEFAULT 0,
+    status_reason                   text,
+    last_error_code                 text,
+    last_error_message              text,
+    output                          jsonb,
+    -- true once complete_external_step finished this step, so that an
+    -- identical repeat is told apart from an engine cancellation
+    completed_externally            boolean NOT NULL DEFAULT false,
+    created_at                      timestamptz NOT NULL DEFAULT now(),
+    updated_at                      timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT workflow_steps_run_key_key UNIQUE (workflow_run_id, step_key)
+) WITH (fillfactor = 80);
+
+CREATE TABLE workflow.workflow_step_dependencies (
+    workflow_run_id         uuid NOT NULL,
+    prerequisite_step_id    uuid NOT NULL,
+    dependent_step_id       uuid NOT NULL,
+    release_mode            workflow.release_mode NOT NULL,
+    PRIMARY KEY (prerequisite_step_id, dependent_step_id)
+);
+CREATE INDEX workflow_step_dependencies_dependent_idx
+    ON workflow.workflow_step_dependencies (workflow_run_id, dependent_step_id);
+
+SELECT pg_catalog.pg_extension_config_dump('workflow.job_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('workflow.workflow_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('workflow.workflow_steps', '');
+SELECT pg_catalog.pg_extension_config_dump('workflow.workflow_step_dependencies', '');
+
+-- Queue API
+
+CREATE FUNCTION workflow.enqueue(
+    job_type text,
+    payload jsonb DEFAULT '{}',
+    priority integer DEFAULT 0,
+    run_at timestamptz DEFAULT now(),
+    max_attempts integer DEFAULT 3,
+    timeout_seconds integer DEFAULT 300,
+    organization_id uuid DEFAULT NULL,
+    stage text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'workflow_enqueue'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.claim(
+    worker_id text,
+    job_types text[] DEFAULT NULL,
+    batch_size integer DEFAULT 1,
+    organization_id uuid DEFAULT NULL,
+    stage text DEFAULT NULL)
+RETURNS SETOF workflow.job_queue
+AS 'MODULE_PATHNAME', 'workflow_claim'
+LANGUAGE C VOLATILE ROWS 1;
+
+CREATE FUNCTION workflow.heartbeat(job_id uuid, lease_token uuid)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'workflow_heartbeat'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.complete_job(
+    job_id uuid, lease_token uuid, output jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'workflow_complete_job'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.fail_job(
+    job_id uuid, lease_token uuid, error_code text, error_message text,
+    retryable boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'workflow_fail_job'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.release_job(job_id uuid, lease_token uuid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'workflow_release_job'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.cancel_job(job_id uuid, reason text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'workflow_cancel_job'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.reap_expired()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'workflow_reap_expired'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.complete_jobs(
+    job_ids uuid[], lease_tokens uuid[], outputs jsonb[] DEFAULT NULL)
+RETURNS SETOF uuid
+AS 'MODULE_PATHNAME', 'workflow_complete_jobs'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.fail_jobs(
+    job_ids uuid[], lease_tokens uuid[], error_codes text[],
+    error_messages text[], retryable boolean DEFAULT true)
+RETURNS SETOF uuid
+AS 'MODULE_PATHNAME', 'workflow_fail_jobs'
+LANGUAGE C VOLATILE;
+
+-- Workflow API
+
+CREATE FUNCTION workflow.start_run(
+    definition jsonb,
+    organization_id uuid DEFAULT NULL,
+    idempotency_key text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'workflow_start_run'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.complete_external_step(
+    workflow_run_id uuid,
+    step_key text,
+    status workflow.step_status,
+    output jsonb DEFAULT NULL,
+    status_reason text DEFAULT NULL,
+    error_code text DEFAULT NULL,
+    error_message text DEFAULT NULL,
+    organization_id uuid DEFAULT NULL)
+RETURNS workflow.workflow_steps
+AS 'MODULE_PATHNAME', 'workflow_complete_external_step'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION workflow.cancel_run(
+    workflow_run_id uuid,
+    reason text DEFAULT NULL,
+    organization_id uuid DEFAULT NULL)
+RETURNS workflow.run_status
+AS 'MODULE_PATHNAME', 'workflow_cancel_run'
+LANGUAGE C VOLATILE;
+
+-- Triggers that keep steps in step with their jobs and guard the state.
+
+CREATE FUNCTION workflow.job_queue_sync_step() RETURNS trigger
+AS 'MODULE_PATHNAME', 'workflow_job_queue_sync_step'
+LANGUAGE C;
+
+CREATE FUNCTION workflow.job_queue_finish_statement() RETURNS trigger
+AS 'MODULE_PATHNAME', 'workflow_job_queue_finish_statement'
+LANGUAGE C;
+
+CREATE FUNCTION workflow.job_queue_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'workflow_job_queue_guard'
+LANGUAGE C;
+
+CREATE FUNCTION workflow.workflow_steps_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'workflow_workflow_steps_guard'
+LANGUAGE C;
+
+CREATE TRIGGER job_queue_guard_update
+    BEFORE UPDATE ON workflow.job_queue
+    FOR EACH ROW
+    WHEN (OLD.status IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+          AND NEW.status IS DISTINCT FROM OLD.status)
+    EXECUTE FUNCTION workflow.job_queue_guard();
+
+CREATE TRIGGER job_queue_guard_delete
+    BEFORE DELETE ON workflow.job_queue
+    FOR EACH ROW
+    WHEN (OLD.workflow_step_id IS NOT NULL)
+    EXECUTE FUNCTION workflow.job_queue_guard();
+
+CREATE TRIGGER job_queue_sync_step
+    AFTER UPDATE ON workflow.job_queue
+    FOR EACH ROW
+    WHEN (NEW.workflow_step_id IS NOT NULL
+          AND NEW.status IS DISTINCT FROM OLD.status)
+    EXECUTE FUNCTION workflow.job_queue_sync_step();
+
+CREATE TRIGGER job_queue_finish_statement
+    AFTER UPDATE ON workflow.job_queue
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION workflow.job_queue_finish_statement();
+
+CREATE TRIGGER workflow_steps_guard
+    BEFORE UPDATE ON workflow.workflow_steps
+    FOR EACH ROW
+    WHEN (NEW.status IS DISTINCT FROM OLD.status)
+    EXECUTE FUNCTION workflow.workflow_steps_guard();
