@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# Runs every test suite of the workflow extension against throwaway
+# PostgreSQL 15 clusters and ends with one line "N passed, N failed".
+#
+#   bash scripts/test.sh          (or: make test)
+#
+# Steps, each reported under its own "==== ... ====" header:
+#   packages   installs the missing Debian packages (apt-get update only when
+#              something is missing, so a second run stays off the network)
+#   build      make clean; make WERROR=-Werror; make install
+#   regress    pg_regress over sql/*.sql        (make installcheck)
+#   isolation  isolation specs in specs/*.spec   (make installcheck)
+#   pgtap      test/pgtap/**/*.sql with pg_prove, a fresh database per file
+#   tap        t/*.pl through PGXS's prove_installcheck, one file at a time
+#   python     test/model/*.py and test/fuzz/*.py with /usr/bin/python3, each
+#              in its own pg_virtualenv cluster; a script must end its output
+#              with "N passed, N failed"; names starting with "_" are helpers
+#              and are not run
+#   bench      bench/run.sh --smoke, when run.sh knows that option; it gets no
+#              cluster from here and must bring its own
+#
+# initdb refuses root, so the suites run as the postgres user in a copy of the
+# tree that postgres owns; clusters come from Debian's pg_virtualenv, which
+# drops them when its command ends. Logs, diffs and results of the last run
+# are copied to .test/ in the repository.
+#
+# Counting: one per pg_regress or isolation test, one per TAP assertion
+# (pgTAP and Perl; "not ok ... # TODO" is ignored), the Python scripts' own
+# totals, one for the bench smoke run (a clean build counts for nothing, a
+# failed one as one failure). A step that fails without a failed
+# test to show for it (build error, bad plan, crash, timeout) counts as one
+# failure. Exit status is 0 only when nothing failed and something passed.
+#
+# Environment: WORKFLOW_TEST_TIMEOUT caps each suite command in seconds
+# (default 1800); WORKFLOW_TEST_KEEP=1 keeps the working copy.
+
+set -u
+
+PG_MAJOR=15
+PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=$PGBIN/pg_config
+TIMEOUT=${WORKFLOW_TEST_TIMEOUT:-1800}
+SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+export DEBIAN_FRONTEND=noninteractive
+export PYTHONDONTWRITEBYTECODE=1
+
+# ---------------------------------------------------------------------------
+# Counting helpers
+
+# Prints "passed failed" for pg_regress / pg_isolation_regress output.
+count_pgregress() {
+	awk '/\.\.\. ok( |$)/ { p++ }
+	     /\.\.\. (FAILED|failed)/ { f++ }
+	     END { print p + 0, f + 0 }' "$1" 2>/dev/null || echo "0 0"
+}
+
+# Prints "passed failed" for top-level TAP lines; failed TODO tests are ignored.
+count_tap() {
+	awk '/^ok / { p++ }
+	     /^not ok / { if (tolower($0) !~ /#[ \t]*todo/) f++ }
+	     END { print p + 0, f + 0 }' "$1" 2>/dev/null || echo "0 0"
+}
+
+# Prints "passed failed" from the last "N passed, N failed" line, or nothing.
+count_summary_line() {
+	grep -E '^([A-Za-z_-]+: *)?[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?[[:space:]]*$' "$1" 2>/dev/null |
+		tail -n 1 | sed -E 's/^([A-Za-z_-]+: *)?([0-9]+) passed, ([0-9]+) failed.*/\2 \3/'
+}
+
+# ---------------------------------------------------------------------------
+# Inner modes: run as the postgres user inside pg_virtualenv, from the copy.
+
+# --inner-installcheck LOGDIR: pg_regress, then the isolation specs, in one
+# cluster; each writes LOGDIR/<suite>.log and LOGDIR/<suite>.rc.
+inner_installcheck() {
+	local logdir=$1 rc
+	if compgen -G 'sql/*.sql' >/dev/null; then
+		echo "---- pg_regress (sql/)"
+		timeout "$TIMEOUT" make installcheck PG_CONFIG="$PG_CONFIG" \
+			ISOLATION= TAP_TESTS= </dev/null 2>&1 | tee "$logdir/regress.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$logdir/regress.rc"
+	fi
+	if compgen -G 'specs/*.spec' >/dev/null; then
+		echo "---- isolation (specs/)"
+		timeout "$TIMEOUT" make installcheck PG_CONFIG="$PG_CONFIG" \
+			REGRESS= TAP_TESTS= </dev/null 2>&1 | tee "$logdir/isolation.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$logdir/isolation.rc"
+	fi
+	return 0
+}
+
+# --inner-pgtap LOGDIR FILE...: each file with pg_prove against a fresh
+# database workflow_tap; writes LOGDIR/pgtap.<n>.log and .rc.
+inner_pgtap() {
+	local logdir=$1 n=0 f rc
+	shift
+	for f in "$@"; do
+		n=$((n + 1))
+		echo "---- $f"
+		if ! { "$PGBIN/dropdb" --if-exists workflow_tap &&
+			"$PGBIN/createdb" workflow_tap; } </dev/null >"$logdir/pgtap.$n.log" 2>&1; then
+			cat "$logdir/pgtap.$n.log"
+			echo "could not create database workflow_tap"
+			echo 99 >"$logdir/pgtap.$n.rc"
+			continue
+		fi
+		timeout "$TIMEOUT" pg_prove --verbose --ext .sql -d workflow_tap "$f" \
+			</dev/null 2>&1 | tee "$logdir/pgtap.$n.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$logdir/pgtap.$n.rc"
+	done
+	return 0
+}
+
+case "${1:-}" in
+--inner-installcheck)
+	inner_installcheck "$2"
+	exit 0
+	;;
+--inner-pgtap)
+	shift
+	inner_pgtap "$@"
+	exit 0
+	;;
+esac
+
+# ---------------------------------------------------------------------------
+# Outer run
+
+# Connection settings from the caller's shell must not leak into the suites.
+unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGSERVICE \
+	PGSERVICEFILE PGSYSCONFDIR PGCLUSTER PG_CLUSTER_CONF_ROOT PGOPTIONS
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+
+PASSED=0
+FAILED=0
+SUITES=()
+
+# Adds a suite's counts to the totals and remembers them for the table.
+record() {
+	local name=$1 p=$2 f=$3
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	SUITES+=("$(printf '%-10s %5d ok %5d failed' "$name" "$p" "$f")")
+	echo "-> $name: $p ok, $f failed"
+}
+
+header() {
+	echo
+	echo "==== $* ===="
+}
+
+# Prints a file, at most LIMIT lines, under a heading.
+show_file() {
+	local file=$1 limit=${2:-400} lines
+	[ -s "$file" ] || return 0
+	lines=$(wc -l <"$file")
+	echo "---- $file"
+	head -n "$limit" "$file"
+	if [ "$lines" -gt "$limit" ]; then
+		echo "... ($((lines - limit)) more lines; the whole file is under .test/)"
+	fi
+}
+
+if [ "$(id -u)" = 0 ]; then
+	IS_ROOT=1
+	SUDO=()
+else
+	IS_ROOT=0
+	if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		SUDO=(sudo -n)
+	else
+		SUDO=()
+	fi
+fi
+
+# Runs a command as postgres when we are root, directly otherwise.
+as_pg() {
+	if [ "$IS_ROOT" = 1 ]; then
+		runuser -u postgres -- env HOME="$PG_HOME" USER=postgres LOGNAME=postgres \
+			WORKFLOW_TEST_TIMEOUT="$TIMEOUT" \
+			TMPDIR=/tmp PATH="$SYS_PATH" "$@"
+	else
+		"$@"
+	fi
+}
+
+# Runs a command as root: directly, through sudo -n, or not at all.
+as_root() {
+	if [ "$IS_ROOT" = 1 ]; then
+		"$@"
+	elif [ "${#SUDO[@]}" -gt 0 ]; then
+		"${SUDO[@]}" "$@"
+	else
+		return 126
+	fi
+}
+
+WORK=
+cleanup() {
+	if [ -n "$WORK" ] && [ -d "$WORK" ] && [ "${WORKFLOW_TEST_KEEP:-}" != 1 ]; then
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- packages --------------------------------------------------------------
+
+header "packages"
+PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+	postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
+	libipc-run-perl python3-psycopg python3-hypothesis make gcc)
+missing=()
+for p in "${PACKAGES[@]}"; do
+	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+		missing+=("$p")
+	fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "all ${#PACKAGES[@]} packages installed"
+elif [ "$IS_ROOT" = 0 ] && [ "${#SUDO[@]}" -eq 0 ]; then
+	echo "missing: ${missing[*]}"
+	echo "not root and no password-less sudo: not installing; suites may fail"
+else
+	echo "installing: ${missing[*]}"
+	if ! { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends "${missing[@]}"; } </dev/null; then
+		echo "package installation failed"
+		record packages 0 1
+	fi
+fi
+
+if [ "$IS_ROOT" = 1 ]; then
+	PG_HOME=$(getent passwd postgres | cut -d: -f6)
+	PG_HOME=${PG_HOME:-/var/lib/postgresql}
+	# The server's socket directory; missing on a machine that never booted
+	# the postgresql service.
+	install -d -o postgres -g postgres -m 2775 /var/run/postgresql 2>/dev/null
+fi
+
+WORK=$(mktemp -d "$([ "$IS_ROOT" = 1 ] && echo /tmp || echo "${TMPDIR:-/tmp}")/workflow-test.XXXXXX")
+LOGS=$WORK/logs
+TREE=$WORK/tree
+mkdir -p "$LOGS" "$TREE"
+
+# ---- build -----------------------------------------------------------------
+
+header "build (make WERROR=-Werror, make install)"
+BUILD_OK=1
+INSTALL_NOTE=
+make PG_CONFIG="$PG_CONFIG" clean >/dev/null 2>&1 </dev/null
+make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" WERROR=-Werror </dev/null 2>&1 | tee "$LOGS/build.log"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+	echo "build failed (make exited $rc); errors and warnings:"
+	grep -E '(error|warning|note):|undefined reference|\*\*\* ' "$LOGS/build.log" | head -n 100
+	BUILD_OK=0
+else
+	if [ "$IS_ROOT" = 1 ] || [ -w "$($PG_CONFIG --pkglibdir)" ]; then
+		make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
+		rc=$?
+	elif [ "${#SUDO[@]}" -gt 0 ]; then
+		"${SUDO[@]}" make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
+		rc=$?
+	else
+		rc=skipped
+		INSTALL_NOTE="make install skipped (not root, no password-less sudo): the suites ran against the extension already installed"
+		echo "WARNING: $INSTALL_NOTE"
+	fi
+	if [ "$rc" = skipped ]; then
+		:
+	elif [ "$rc" -ne 0 ]; then
+		cat "$LOGS/install.log"
+		echo "make install failed (exit $rc)"
+		BUILD_OK=0
+	else
+		echo "built and installed into $($PG_CONFIG --pkglibdir)"
+	fi
+fi
+if [ "$BUILD_OK" = 1 ]; then
+	# A clean build is a precondition, not a test: it adds nothing to
+	# "passed", so that a run with no tests still fails.
+	SUITES+=("$(printf '%-10s %8s' build ok)")
+	echo "-> build: ok"
+else
+	record build 0 1
+	echo "suites skipped: nothing to test without a build"
+fi
+
+# ---- working copy owned by postgres ----------------------------------------
+
+if [ "$BUILD_OK" = 1 ]; then
+	# Everything but git data, earlier test output and the demo's cluster.
+	tar -C "$ROOT" --exclude=./.git --exclude=./.test --exclude=./.demo \
+		--exclude=./results --exclude=./output_iso --exclude=./tmp_check \
+		--exclude=./tmp_check_iso --exclude=./log -cf - . | tar -C "$TREE" -xf -
+	if [ "$IS_ROOT" = 1 ]; then
+		chown -R postgres:postgres "$WORK"
+		chmod 755 "$WORK"
+	fi
+	cd "$TREE" || exit 1
+fi
+
+# ---- pg_regress + isolation ------------------------------------------------
+
+if [ "$BUILD_OK" = 1 ]; then
+	header "pg_regress + isolation (make installcheck in pg_virtualenv)"
+	if compgen -G 'sql/*.sql' >/dev/null || compgen -G 'specs/*.spec' >/dev/null; then
+		as_pg pg_virtualenv -v "$PG_MAJOR" \
+			bash "$TREE/scripts/test.sh" --inner-installcheck "$LOGS" </dev/null 2>&1
+		for suite in regress isolation; do
+			case $suite in
+			regress) compgen -G 'sql/*.sql' >/dev/null || continue
+				diffs=$TREE/regression.diffs ;;
+			isolation) compgen -G 'specs/*.spec' >/dev/null || continue
+				diffs=$TREE/output_iso/regression.diffs ;;
+			esac
+			read -r p f < <(count_pgregress "$LOGS/$suite.log")
+			rc=$(cat "$LOGS/$suite.rc" 2>/dev/null || echo missing)
+			if [ "$rc" != 0 ]; then
+				echo "$suite: make installcheck exited $rc"
+				show_file "$diffs" 400
+				[ "$f" -eq 0 ] && f=1
+			fi
+			record "$suite" "$p" "$f"
+		done
+	else
+		echo "no sql/*.sql or specs/*.spec"
+	fi
+fi
+
+# ---- pgTAP -----------------------------------------------------------------
+
+if [ "$BUILD_OK" = 1 ] && [ -d test/pgtap ]; then
+	mapfile -t pgtap_files < <(find test/pgtap -type f -name '*.sql' | LC_ALL=C sort)
+	if [ "${#pgtap_files[@]}" -gt 0 ]; then
+		header "pgTAP (pg_prove in pg_virtualenv, ${#pgtap_files[@]} files)"
+		as_pg pg_virtualenv -v "$PG_MAJOR" \
+			bash "$TREE/scripts/test.sh" --inner-pgtap "$LOGS" "${pgtap_files[@]}" \
+			</dev/null 2>&1
+		tp=0 tf=0 n=0
+		for f in "${pgtap_files[@]}"; do
+			n=$((n + 1))
+			read -r p fl < <(count_tap "$LOGS/pgtap.$n.log")
+			rc=$(cat "$LOGS/pgtap.$n.rc" 2>/dev/null || echo missing)
+			note=
+			if [ "$rc" != 0 ] && [ "$fl" -eq 0 ]; then
+				fl=1
+				note=" (pg_prove exited $rc with no failed assertion: bad plan, error or crash)"
+			fi
+			echo "   $f: $p ok, $fl failed$note"
+			tp=$((tp + p))
+			tf=$((tf + fl))
+		done
+		record pgtap "$tp" "$tf"
+	fi
+fi
+
+# ---- Perl TAP (t/*.pl) -----------------------------------------------------
+
+if [ "$BUILD_OK" = 1 ] && compgen -G 't/*.pl' >/dev/null; then
+	header "TAP (t/*.pl through PGXS prove_installcheck)"
+	tp=0 tf=0
+	for f in t/*.pl; do
+		base=$(basename "$f" .pl)
+		echo "---- $f"
+		as_pg timeout "$TIMEOUT" make installcheck PG_CONFIG="$PG_CONFIG" \
+			REGRESS= ISOLATION= TAP_TESTS=1 PROVE_FLAGS=--verbose PROVE_TESTS="$f" \
+			</dev/null 2>&1 | tee "$LOGS/tap.$base.log"
+		rc=${PIPESTATUS[0]}
+		read -r p fl < <(count_tap "$LOGS/tap.$base.log")
+		if [ -d tmp_check/log ]; then
+			cp -r tmp_check/log "$LOGS/tap.$base.server-logs" 2>/dev/null
+		fi
+		note=
+		if [ "$rc" != 0 ]; then
+			show_file "tmp_check/log/regress_log_$base" 200
+			if [ "$fl" -eq 0 ]; then
+				fl=1
+				note=" (exited $rc with no failed assertion)"
+			fi
+		fi
+		echo "   $f: $p ok, $fl failed$note"
+		tp=$((tp + p))
+		tf=$((tf + fl))
+	done
+	record tap "$tp" "$tf"
+fi
+
+# ---- Python model and fuzz tests -------------------------------------------
+
+if [ "$BUILD_OK" = 1 ]; then
+	py_files=()
+	for f in test/model/*.py test/fuzz/*.py; do
+		[ -f "$f" ] || continue
+		case $(basename "$f") in _*) continue ;; esac
+		py_files+=("$f")
+	done
+	if [ "${#py_files[@]}" -gt 0 ]; then
+		header "Python (/usr/bin/python3 in pg_virtualenv, ${#py_files[@]} scripts)"
+		tp=0 tf=0
+		for f in "${py_files[@]}"; do
+			log=$LOGS/python.$(echo "$f" | tr '/' '_').log
+			echo "---- $f"
+			as_pg pg_virtualenv -v "$PG_MAJOR" \
+				timeout "$TIMEOUT" /usr/bin/python3 "$f" </dev/null 2>&1 | tee "$log"
+			rc=${PIPESTATUS[0]}
+			counts=$(count_summary_line "$log")
+			note=
+			if [ -z "$counts" ]; then
+				p=0 fl=1
+				note=" (exited $rc without a final 'N passed, N failed' line)"
+			else
+				read -r p fl <<<"$counts"
+				if [ "$rc" != 0 ] && [ "$fl" -eq 0 ]; then
+					fl=1
+					note=" (exited $rc)"
+				fi
+			fi
+			echo "   $f: $p ok, $fl failed$note"
+			tp=$((tp + p))
+			tf=$((tf + fl))
+		done
+		record python "$tp" "$tf"
+	fi
+fi
+
+# ---- bench smoke -----------------------------------------------------------
+
+if [ "$BUILD_OK" = 1 ] && [ -f bench/run.sh ] && grep -q -- '--smoke' bench/run.sh; then
+	header "bench smoke (bench/run.sh --smoke)"
+	as_pg timeout "$TIMEOUT" bash bench/run.sh --smoke </dev/null 2>&1 | tee "$LOGS/bench.log"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" = 0 ]; then
+		record bench 1 0
+	else
+		echo "bench/run.sh --smoke exited $rc"
+		record bench 0 1
+	fi
+fi
+
+# ---- artifacts and summary -------------------------------------------------
+
+cd "$ROOT" || exit 1
+if rm -rf "$ROOT/.test" 2>/dev/null && mkdir -p "$ROOT/.test" 2>/dev/null; then
+	cp -r "$LOGS" "$ROOT/.test/logs" 2>/dev/null
+	for a in results regression.diffs regression.out output_iso; do
+		[ -e "$TREE/$a" ] && cp -r "$TREE/$a" "$ROOT/.test/" 2>/dev/null
+	done
+fi
+if [ "${WORKFLOW_TEST_KEEP:-}" = 1 ]; then
+	echo
+	echo "working copy kept in $WORK"
+fi
+
+header "summary"
+for line in "${SUITES[@]}"; do
+	echo "  $line"
+done
+if [ "$BUILD_OK" = 1 ] && [ $((PASSED + FAILED)) -eq 0 ]; then
+	echo "no tests found: a run without tests does not pass"
+fi
+[ -n "$INSTALL_NOTE" ] && echo "WARNING: $INSTALL_NOTE"
+echo "logs: $ROOT/.test/"
+echo "$PASSED passed, $FAILED failed"
+if [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]; then
+	exit 0
+fi
+exit 1

@@ -1,0 +1,169 @@
+-- Terminal processing, the release cascade, transitive cancellation and
+-- run status, driven through the queue API and through direct UPDATEs.
+\set VERBOSITY terse
+SET workflow.retry_base_delay_ms = 0;
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+         workflow.workflow_step_dependencies;
+
+-- steps(run) shows a run's steps without ids
+CREATE FUNCTION pg_temp.steps(run uuid)
+RETURNS TABLE (step_key text, status workflow.step_status, pending int,
+               unsatisfied int, reason text, error_code text, output jsonb,
+               has_job boolean)
+LANGUAGE sql AS $$
+    SELECT step_key, status, dependency_count_pending,
+           dependency_count_unsatisfied, status_reason, last_error_code,
+           output, job_id IS NOT NULL
+      FROM workflow.workflow_steps WHERE workflow_run_id = run ORDER BY step_key
+$$;
+CREATE FUNCTION pg_temp.run(run uuid)
+RETURNS TABLE (status workflow.run_status, active int, waiting int,
+               blocked int, succeeded int, failed int, canceled int,
+               result jsonb, finished boolean)
+LANGUAGE sql AS $$
+    SELECT status, steps_active, steps_waiting, steps_blocked,
+           steps_succeeded, steps_failed, steps_canceled, result,
+           finished_at IS NOT NULL
+      FROM workflow.workflow_runs WHERE id = run
+$$;
+-- work(run, key, outcome) claims the step's job and finishes it
+CREATE FUNCTION pg_temp.work(run uuid, key text, outcome text,
+                             out_json jsonb DEFAULT NULL)
+RETURNS workflow.job_status LANGUAGE plpgsql AS $$
+DECLARE
+    j workflow.job_queue;
+BEGIN
+    SELECT * INTO STRICT j FROM workflow.claim('w', ARRAY[(
+        SELECT job_type FROM workflow.workflow_steps
+         WHERE workflow_run_id = run AND step_key = key)]);
+    IF (SELECT step_key FROM workflow.workflow_steps WHERE id = j.workflow_step_id) <> key THEN
+        RAISE EXCEPTION 'claimed the wrong step';
+    END IF;
+    IF outcome = 'ok' THEN
+        PERFORM workflow.complete_job(j.id, j.lease_token, out_json);
+    ELSIF outcome = 'retry' THEN
+        PERFORM workflow.fail_job(j.id, j.lease_token, 'flaky', 'try again', true);
+    ELSIF outcome = 'release' THEN
+        PERFORM workflow.release_job(j.id, j.lease_token);
+    ELSE
+        PERFORM workflow.fail_job(j.id, j.lease_token, 'broken', 'gave up', false);
+    END IF;
+    RETURN (SELECT status FROM workflow.job_queue WHERE id = j.id);
+END $$;
+
+-- 1. fan-out / fan-in with an external step, ending SUCCEEDED with a result
+SELECT workflow.start_run('{"result_step": "join", "steps": [
+    {"key": "root", "job_type": "t.root"},
+    {"key": "left", "job_type": "t.left", "depends_on": ["root"]},
+    {"key": "right", "job_type": "t.right", "depends_on": ["root"]},
+    {"key": "approve", "kind": "external", "depends_on": ["root"]},
+    {"key": "join", "job_type": "t.join", "depends_on": ["left", "right", "approve"]}]}') AS r1 \gset
+SELECT * FROM pg_temp.run(:'r1');
+-- claim moves the step to RUNNING, a retry back to ENQUEUED, a release too
+SELECT * FROM workflow.claim('w', ARRAY['t.root']) \gset c_
+SELECT status, started_at IS NOT NULL AS started FROM workflow.workflow_steps WHERE id = :'c_workflow_step_id';
+SELECT workflow.fail_job(:'c_id', :'c_lease_token', 'flaky', 'try again');
+SELECT status, last_error_code, started_at IS NOT NULL AS started_kept
+  FROM workflow.workflow_steps WHERE id = :'c_workflow_step_id';
+SELECT * FROM pg_temp.run(:'r1');
+SELECT pg_temp.work(:'r1', 'root', 'release');
+SELECT status FROM workflow.workflow_steps WHERE id = :'c_workflow_step_id';
+SELECT attempt FROM workflow.job_queue WHERE id = :'c_id';
+SELECT pg_temp.work(:'r1', 'root', 'ok', '{"n": 1}');
+SELECT * FROM pg_temp.steps(:'r1');
+SELECT * FROM pg_temp.run(:'r1');
+SELECT pg_temp.work(:'r1', 'left', 'ok');
+SELECT pg_temp.work(:'r1', 'right', 'ok');
+-- only the external step is left: the run waits for the outside world
+SELECT * FROM pg_temp.run(:'r1');
+SELECT (workflow.complete_external_step(:'r1', 'approve', 'SUCCEEDED', '{"by": "ann"}')).status;
+SELECT * FROM pg_temp.run(:'r1');
+SELECT pg_temp.work(:'r1', 'join', 'ok', '{"artifact": "a.tar"}');
+SELECT * FROM pg_temp.steps(:'r1');
+SELECT * FROM pg_temp.run(:'r1');
+SELECT count(*) AS jobs, count(DISTINCT workflow_step_id) AS steps_with_jobs
+  FROM workflow.job_queue WHERE workflow_run_id = :'r1';
+
+-- 2. a failure cancels ON_SUCCESS dependents transitively; ON_TERMINAL
+--    dependents still run; the run ends COMPLETED_WITH_ERRORS
+SELECT workflow.start_run('{"result_step": "deploy", "steps": [
+    {"key": "build", "job_type": "t2.build", "max_attempts": 2},
+    {"key": "test", "job_type": "t2.test", "depends_on": ["build"]},
+    {"key": "deploy", "job_type": "t2.deploy", "depends_on": ["test"]},
+    {"key": "notify", "kind": "external", "depends_on": ["deploy"]},
+    {"key": "cleanup", "job_type": "t2.cleanup",
+     "depends_on": [{"step": "build", "release": "on_terminal"}]},
+    {"key": "report", "job_type": "t2.report",
+     "depends_on": [{"step": "deploy", "release": "on_terminal"}, "cleanup"]}]}') AS r2 \gset
+SELECT pg_temp.work(:'r2', 'build', 'retry');
+SELECT pg_temp.work(:'r2', 'build', 'retry');
+SELECT * FROM pg_temp.steps(:'r2');
+SELECT * FROM pg_temp.run(:'r2');
+SELECT pg_temp.work(:'r2', 'cleanup', 'ok');
+SELECT * FROM pg_temp.steps(:'r2');
+SELECT pg_temp.work(:'r2', 'report', 'ok');
+SELECT * FROM pg_temp.run(:'r2');
+
+-- 3. cancel_job of a step's job cancels the step and cascades like a failure
+SELECT workflow.start_run('{"steps": [
+    {"key": "a", "job_type": "t3.a"},
+    {"key": "b", "job_type": "t3.b", "depends_on": ["a"]}]}') AS r3 \gset
+SELECT workflow.cancel_job(job_id, 'operator said so')
+  FROM workflow.workflow_steps WHERE workflow_run_id = :'r3' AND step_key = 'a';
+SELECT * FROM pg_temp.steps(:'r3');
+SELECT * FROM pg_temp.run(:'r3');
+
+-- 4. a direct UPDATE of job_queue drives the same machinery
+SELECT workflow.start_run('{"steps": [
+    {"key": "a", "job_type": "t4.a"},
+    {"key": "b", "job_type": "t4.a"},
+    {"key": "c", "job_type": "t4.c", "depends_on": ["a", "b"]}]}') AS r4 \gset
+UPDATE workflow.job_queue SET status = 'RUNNING'
+ WHERE workflow_run_id = :'r4' AND job_type = 't4.a';
+SELECT * FROM pg_temp.steps(:'r4');
+UPDATE workflow.job_queue SET status = 'SUCCEEDED', output = '{"direct": true}'
+ WHERE workflow_run_id = :'r4' AND job_type = 't4.a';
+SELECT * FROM pg_temp.steps(:'r4');
+SELECT * FROM pg_temp.run(:'r4');
+UPDATE workflow.job_queue SET status = 'FAILED'
+ WHERE workflow_run_id = :'r4' AND job_type = 't4.c';
+SELECT * FROM pg_temp.run(:'r4');
+
+-- 5. external steps finishing the run, FAILED outcome
+SELECT workflow.start_run('{"steps": [{"key": "x", "kind": "external"},
+    {"key": "y", "kind": "external", "depends_on": [{"step": "x", "release": "on_terminal"}]}]}') AS r5 \gset
+SELECT (workflow.complete_external_step(:'r5', 'x', 'FAILED', NULL, 'declined', 'ext.no', 'they said no')).status;
+SELECT * FROM pg_temp.steps(:'r5');
+SELECT (workflow.complete_external_step(:'r5', 'y', 'CANCELED')).status;
+SELECT * FROM pg_temp.run(:'r5');
+
+-- 6. a run without result_step has no result
+SELECT workflow.start_run('{"steps": [{"key": "only", "job_type": "t6"}]}') AS r6 \gset
+SELECT pg_temp.work(:'r6', 'only', 'ok', '{"x": 1}');
+SELECT * FROM pg_temp.run(:'r6');
+
+-- 7. a lease that expires on the last attempt fails the step and cascades
+SELECT workflow.start_run('{"steps": [{"key": "slow", "job_type": "t7", "max_attempts": 1},
+    {"key": "after", "job_type": "t7.after", "depends_on": ["slow"]}]}') AS r7 \gset
+SELECT count(*) FROM workflow.claim('w', ARRAY['t7']);
+UPDATE workflow.job_queue SET leased_until = now() - interval '1 s' WHERE workflow_run_id = :'r7';
+SELECT workflow.reap_expired();
+SELECT * FROM pg_temp.steps(:'r7');
+SELECT * FROM pg_temp.run(:'r7');
+
+-- 8. batch completion across runs
+SELECT workflow.start_run('{"steps": [{"key": "p", "job_type": "t8"},
+    {"key": "q", "job_type": "t8"}, {"key": "z", "job_type": "t8.z", "depends_on": ["p", "q"]}]}') AS r8a \gset
+SELECT workflow.start_run('{"steps": [{"key": "p", "job_type": "t8"},
+    {"key": "q", "job_type": "t8"}, {"key": "z", "job_type": "t8.z", "depends_on": ["p", "q"]}]}') AS r8b \gset
+CREATE TEMP TABLE c8 AS SELECT id, lease_token FROM workflow.claim('w', ARRAY['t8'], 10);
+SELECT count(*) AS finished FROM workflow.complete_jobs(
+    ARRAY(SELECT id FROM c8 ORDER BY id DESC), ARRAY(SELECT lease_token FROM c8 ORDER BY id DESC));
+SELECT * FROM pg_temp.steps(:'r8a');
+SELECT * FROM pg_temp.run(:'r8b');
+CREATE TEMP TABLE c8z AS SELECT id, lease_token FROM workflow.claim('w', ARRAY['t8.z'], 10);
+SELECT count(*) AS failed FROM workflow.fail_jobs(
+    ARRAY(SELECT id FROM c8z), ARRAY(SELECT lease_token FROM c8z),
+    ARRAY['e', 'e'], ARRAY['m', 'm'], false);
+SELECT * FROM pg_temp.run(:'r8a');
+SELECT * FROM pg_temp.run(:'r8b');
