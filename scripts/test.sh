@@ -12,7 +12,7 @@
 #   isolation  isolation specs in specs/*.spec   (make installcheck)
 #   pgtap      test/pgtap/**/*.sql with pg_prove, a fresh database per file
 #   tap        t/*.pl through PGXS's prove_installcheck, one file at a time
-#   python     test/model/*.py and test/fuzz/*.py with /usr/bin/python3, each
+#   python     test/python, test/model and test/fuzz *.py with /usr/bin/python3, each
 #              in its own pg_virtualenv cluster; a script must end its output
 #              with "N passed, N failed"; names starting with "_" are helpers
 #              and are not run
@@ -399,7 +399,7 @@ fi
 
 if [ "$BUILD_OK" = 1 ]; then
 	py_files=()
-	for f in test/model/*.py test/fuzz/*.py; do
+	for f in test/python/*.py test/model/*.py test/fuzz/*.py; do
 		[ -f "$f" ] || continue
 		case $(basename "$f") in _*) continue ;; esac
 		py_files+=("$f")

@@ -103,7 +103,7 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
 	if (SPI_processed == 0)
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
 				 WfUuidString(run_id));
@@ -123,7 +123,7 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	WfLockRunRelease(run_id, true, true);
 
 	/* 3. only now is the run's status final for us to judge */
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
 	status = WfResultText(0, 2);
 	if (strcmp(status, "CANCELED") == 0)
 	{

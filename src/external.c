@@ -103,7 +103,7 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 
 	/* another organization's run is reported as missing */
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, true, 1);
+	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
 	if (SPI_processed == 0)
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
 				 WfUuidString(run_id));

@@ -155,7 +155,7 @@ FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
 	if (lock)
 		WfExecute(&lock_plan, lock_sql, 1, types, values, NULL, false, 1);
 	else
-		WfExecute(&read_plan, read_sql, 1, types, values, NULL, true, 1);
+		WfExecute(&read_plan, read_sql, 1, types, values, NULL, false, 1);
 	memset(job, 0, sizeof(JobState));
 	job->id = *job_id;
 	if (SPI_processed == 1)
@@ -328,7 +328,7 @@ workflow_claim(PG_FUNCTION_ARGS)
 		bool	   *elem_nulls;
 		int			nelems;
 
-		deconstruct_array_builtin(arr, TEXTOID, &elems, &elem_nulls, &nelems);
+		WfDeconstruct(arr, TEXTOID, &elems, &elem_nulls, &nelems);
 		if (nelems == 0)
 			wf_invalid_argument("job_types must not be empty; pass NULL to claim any type");
 		for (int i = 0; i < nelems; i++)
@@ -770,8 +770,7 @@ DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
 
 	if (PG_ARGISNULL(n))
 		wf_invalid_argument("%s must not be null", name);
-	deconstruct_array_builtin(PG_GETARG_ARRAYTYPE_P(n), elemtype, elems,
-							  nulls, &nelems);
+	WfDeconstruct(PG_GETARG_ARRAYTYPE_P(n), elemtype, elems, nulls, &nelems);
 	if (expected >= 0 && nelems != expected)
 		wf_invalid_argument("%s has %d elements but job_ids has %d",
 							name, nelems, expected);

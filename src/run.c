@@ -761,8 +761,9 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 		nulls[1] = ' ';
 		values[2] = JsonbPGetDatum(definition);
 		nulls[2] = ' ';
+		/* not read-only: a fresh snapshot sees the run we waited for */
 		WfExecute(&existing_plan, existing_sql, 3, existing_types, values,
-				  nulls, true, 1);
+				  nulls, false, 1);
 		if (SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(WF_SQLSTATE_RETRY),

@@ -48,7 +48,9 @@ WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 
 /*
  * WfExecute runs a cached statement and returns its SPI result code;
- * a negative code is an error, never returned.
+ * a negative code is an error, never returned.  A read_only statement runs
+ * on the caller's snapshot; every other one takes a fresh snapshot, which
+ * under READ COMMITTED sees what committed while we waited for a lock.
  */
 int
 WfExecute(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *argtypes,
@@ -117,6 +119,24 @@ WfArray(Datum *elems, bool *nulls, int n, Oid elemtype)
 	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
 											  elemtype, typlen, typbyval,
 											  typalign));
+}
+
+/* WfDeconstruct splits a one-dimensional array of a built-in type. */
+void
+WfDeconstruct(ArrayType *arr, Oid elemtype, Datum **elems, bool **nulls,
+			  int *n)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_BAD_INPUT),
+				 errmsg(WF_JOB_INVALID_ARGUMENT ": arrays must be one-dimensional")));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, elems, nulls,
+					  n);
 }
 
 /* WfResultDatum reads column col (1-based) of row of the last SPI result. */

@@ -302,7 +302,7 @@ workflow_job_queue_guard(PG_FUNCTION_ARGS)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		values[0] = d;
-		WfExecute(&plan, sql, 1, types, values, NULL, true, 1);
+		WfExecute(&plan, sql, 1, types, values, NULL, false, 1);
 		if (SPI_processed == 1)
 			step_status = WfResultText(0, 1);
 		if (step_status != NULL && !WF_TERMINAL_STATUS(step_status))

@@ -13,6 +13,7 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/array.h"
 #include "utils/uuid.h"
 
 #include "errors.h"
@@ -71,6 +72,8 @@ extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
 							const Oid *argtypes, Datum *values,
 							const char *nulls);
 extern Datum WfArray(Datum *elems, bool *nulls, int n, Oid elemtype);
+extern void WfDeconstruct(ArrayType *arr, Oid elemtype, Datum **elems,
+						  bool **nulls, int *n);
 extern Datum WfResultDatum(uint64 row, int col, bool *isnull);
 extern char *WfResultText(uint64 row, int col);
 extern bool WfResultUuid(uint64 row, int col, pg_uuid_t *out);
