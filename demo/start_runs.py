@@ -1,0 +1,49 @@
+"""Start the demo's two runs of definition.json and record their ids.
+
+Both runs use the same DAG; only the flaky step's payload differs, and the
+workers read that payload to decide how the step behaves.  Writes
+"label<TAB>run id" lines to DEMO_RUNS_FILE.
+"""
+
+import copy
+import json
+import os
+
+from psycopg.types.json import Jsonb
+
+import demolib
+from demolib import log
+
+WHO = "starter"
+
+
+def main():
+    with open(demolib.DEFINITION_FILE) as f:
+        base = json.load(f)
+
+    conn = demolib.connect(WHO)
+    lines = []
+    for scenario in demolib.SCENARIOS:
+        definition = copy.deepcopy(base)
+        definition["name"] = f"{base['name']} ({scenario['label']})"
+        for step in definition["steps"]:
+            if step["key"] == "flaky":
+                step["payload"] = scenario["flaky_payload"]
+        run_id = conn.execute(
+            "SELECT workflow.start_run(%s, NULL, %s) AS id",
+            [Jsonb(definition), f"demo-{scenario['label']}"]).fetchone()["id"]
+        status = conn.execute(
+            "SELECT status::text AS status FROM workflow.workflow_runs"
+            " WHERE id = %s", [run_id]).fetchone()["status"]
+        log(WHO, f"started {scenario['label']} {run_id} ({status}): "
+                 f"{scenario['title']}; expecting {scenario['run_status']}")
+        lines.append(f"{scenario['label']}\t{run_id}\n")
+
+    tmp = demolib.RUNS_FILE + ".tmp"
+    with open(tmp, "w") as f:
+        f.writelines(lines)
+    os.replace(tmp, demolib.RUNS_FILE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+#!/usr/bin/env bash
+# scripts/demo.sh (make demo): build and install the extension, start a
+# project-local PostgreSQL 15 cluster in .demo/, and run two workflows with
+# real worker processes (demo/*.py) against it.
+#
+#  1. installs the missing Debian packages (apt-get update only then);
+#  2. builds the extension and installs it;
+#  3. reuses, restarts or recreates the cluster in .demo/ (owned by postgres
+#     when run as root), on a free port from 54329 up, 127.0.0.1 only, with
+#     its unix socket inside the cluster directory;
+#  4. recreates database workflow_demo, starts two runs, two workers, an
+#     approver and a listener for workflow_run_terminal;
+#  5. prints each run and its steps and checks them against demo/demolib.py.
+#
+# Exits non-zero when a run or step did not end as expected.
+# Environment: DEMO_WORKERS (default 2), DEMO_TIMEOUT (seconds, default 60).
+
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+PGBIN=/usr/lib/postgresql/15/bin
+PY=/usr/bin/python3
+STATE=$REPO/.demo
+DB=workflow_demo
+FIRST_PORT=54329
+WORKERS=${DEMO_WORKERS:-2}
+TIMEOUT=${DEMO_TIMEOUT:-60}
+RETRY_BASE_DELAY_MS=200
+PACKAGES=(postgresql-15 postgresql-server-dev-15 python3-psycopg make gcc)
+
+say() { printf '\n==> %s\n' "$*"; }
+note() { printf '    %s\n' "$*"; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+
+if [ "$(id -u)" -eq 0 ]; then
+	IS_ROOT=1
+	OWNER=postgres
+else
+	IS_ROOT=0
+	OWNER=$(id -un)
+fi
+
+# Runs a command as root: directly, or through sudo for a normal user.
+as_root() {
+	if [ "$IS_ROOT" = 1 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		die "need root for: $* (run make demo as root, or install sudo)"
+	fi
+}
+
+# Runs a command as the cluster owner.
+as_owner() {
+	if [ "$IS_ROOT" = 1 ]; then
+		runuser -u "$OWNER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# ---------------------------------------------------------------- packages
+
+say "checking packages: ${PACKAGES[*]}"
+if command -v dpkg-query >/dev/null 2>&1; then
+	missing=()
+	for pkg in "${PACKAGES[@]}"; do
+		if ! dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null |
+			grep -q 'install ok installed'; then
+			missing+=("$pkg")
+		fi
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		note "installing: ${missing[*]}"
+		as_root apt-get update
+		as_root env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y --no-install-recommends "${missing[@]}"
+	else
+		note "all present"
+	fi
+else
+	note "no dpkg here; assuming the packages are present"
+fi
+for f in "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql" "$PGBIN/pg_config" "$PY"; do
+	[ -x "$f" ] || die "$f is missing"
+done
+"$PY" -c 'import psycopg' 2>/dev/null ||
+	die "$PY cannot import psycopg (Debian package python3-psycopg)"
+
+# ------------------------------------------------------------------- build
+
+say "building and installing the extension"
+buildlog=$(mktemp)
+trap 'rm -f "$buildlog"' EXIT
+if ! make -C "$REPO" PG_CONFIG="$PGBIN/pg_config" >"$buildlog" 2>&1; then
+	cat "$buildlog"
+	die "the extension does not build"
+fi
+PKGLIBDIR=$("$PGBIN/pg_config" --pkglibdir)
+SHAREDIR=$("$PGBIN/pg_config" --sharedir)
+installed=1
+for f in workflow.so; do
+	cmp -s "$REPO/$f" "$PKGLIBDIR/$f" || installed=0
+done
+for f in "$REPO"/workflow.control "$REPO"/workflow--*.sql; do
+	cmp -s "$f" "$SHAREDIR/extension/$(basename "$f")" || installed=0
+done
+if [ "$installed" = 1 ]; then
+	note "already installed in $PKGLIBDIR"
+elif [ "$IS_ROOT" = 0 ] && ! command -v sudo >/dev/null 2>&1; then
+	die "the extension is not installed or is out of date; run 'make install' as root, then make demo again"
+elif ! as_root make -C "$REPO" PG_CONFIG="$PGBIN/pg_config" install >"$buildlog" 2>&1; then
+	cat "$buildlog"
+	die "make install failed"
+else
+	note "installed into $PKGLIBDIR"
+fi
+rm -f "$buildlog"
+trap - EXIT
+
+# ----------------------------------------------------------------- cluster
+
+say "preparing the cluster"
+if [ ! -d "$STATE" ]; then
+	mkdir -p "$STATE"
+	if [ "$IS_ROOT" = 1 ]; then chown "$OWNER:" "$STATE"; fi
+fi
+[ -w "$STATE" ] || die "$STATE is not writable by $(id -un) (owned by $(stat -c %U "$STATE")); remove it or run as root"
+
+# The cluster lives in .demo/ unless the cluster owner cannot reach it there
+# (a repo under a private home directory) or the socket path would be too
+# long for a unix socket (107 bytes); then in a private directory under
+# /var/tmp, named after the repo path and noted in .demo/cluster-dir.
+CLUSTER=$STATE
+SOCKNAME=/run/.s.PGSQL.65535
+if [ "$IS_ROOT" = 1 ] && ! runuser -u "$OWNER" -- test -x "$REPO"; then
+	why="$OWNER cannot enter $REPO"
+elif [ $(( ${#STATE} + ${#SOCKNAME} )) -gt 107 ]; then
+	why="the socket path under $STATE would be too long"
+else
+	why=
+fi
+if [ -n "$why" ]; then
+	CLUSTER=/var/tmp/workflow-demo-$(printf '%s' "$REPO" | sha256sum | cut -c1-12)
+	note "$why: the cluster lives in $CLUSTER"
+	printf '%s\n' "$CLUSTER" >"$STATE/cluster-dir"
+else
+	rm -f "$STATE/cluster-dir"
+fi
+PGDATA=$CLUSTER/pgdata
+SOCKDIR=$CLUSTER/run
+LOGFILE=$CLUSTER/postgres.log
+PORTFILE=$STATE/port
+
+pg_ctl() { as_owner "$PGBIN/pg_ctl" -D "$PGDATA" "$@"; }
+
+# Stops whatever server runs on the cluster directory, if any.
+stop_cluster() {
+	if [ -f "$PGDATA/postmaster.pid" ]; then
+		local who
+		who=$(stat -c %U "$PGDATA")
+		if [ "$IS_ROOT" = 1 ]; then
+			runuser -u "$who" -- "$PGBIN/pg_ctl" -D "$PGDATA" -m fast stop >/dev/null 2>&1 || true
+		else
+			"$PGBIN/pg_ctl" -D "$PGDATA" -m fast stop >/dev/null 2>&1 || true
+		fi
+	fi
+}
+
+# Removes the cluster directory (never anything but .demo or our /var/tmp one).
+wipe_cluster() {
+	case "$CLUSTER" in
+	"$STATE" | /var/tmp/workflow-demo-*) ;;
+	*) die "refusing to remove $CLUSTER" ;;
+	esac
+	stop_cluster
+	if [ "$CLUSTER" = "$STATE" ]; then
+		rm -rf "$PGDATA" "$SOCKDIR" "$LOGFILE"
+	else
+		rm -rf "$CLUSTER"
+	fi
+}
+
+# Creates the cluster directory, owned by the cluster owner, mode 0700.
+make_cluster_dir() {
+	mkdir -p "$CLUSTER"
+	if [ "$IS_ROOT" = 1 ]; then
+		chown "$OWNER:" "$CLUSTER"
+	fi
+	chmod 700 "$CLUSTER"
+	as_owner mkdir -p -m 700 "$SOCKDIR"
+}
+
+# True when nothing listens on 127.0.0.1:$1 (binds the way the postmaster does).
+port_free() {
+	"$PY" - "$1" <<-'EOF'
+		import socket, sys
+		s = socket.socket()
+		s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		try:
+		    s.bind(("127.0.0.1", int(sys.argv[1])))
+		except OSError:
+		    sys.exit(1)
+	EOF
+}
+
+pick_port() {
+	local port
+	if [ -f "$PORTFILE" ]; then
+		port=$(cat "$PORTFILE")
+		if [[ "$port" =~ ^[0-9]+$ ]] && port_free "$port"; then
+			echo "$port"
+			return
+		fi
+	fi
+	for ((port = FIRST_PORT; port < FIRST_PORT + 200; port++)); do
+		if port_free "$port"; then
+			echo "$port"
+			return
+		fi
+	done
+	die "no free port in $FIRST_PORT..$((FIRST_PORT + 199))"
+}
+
+init_cluster() {
+	make_cluster_dir
+	local log
+	log=$(mktemp)
+	# Socket connections are trusted (only the owner and root can enter the
+	# socket directory); TCP on 127.0.0.1 needs the password in .demo/password.
+	if ! as_owner "$PGBIN/initdb" -D "$PGDATA" -U postgres -E UTF8 --locale=C \
+		--auth-local=trust --auth-host=scram-sha-256 >"$log" 2>&1; then
+		cat "$log"
+		rm -f "$log"
+		die "initdb failed"
+	fi
+	rm -f "$log"
+	as_owner sh -c "printf '%s\n' \"include_if_exists = 'demo.conf'\" >>'$PGDATA/postgresql.conf'"
+	note "created $PGDATA"
+}
+
+# Writes demo.conf (port, addresses, socket) and starts the server.
+start_cluster() {
+	local port=$1 sock=${SOCKDIR//\'/\'\'}
+	as_owner mkdir -p -m 700 "$SOCKDIR"
+	as_owner sh -c "cat >'$PGDATA/demo.conf'" <<-EOF
+		# written by scripts/demo.sh on every start
+		port = $port
+		listen_addresses = '127.0.0.1'
+		unix_socket_directories = '$sock'
+		unix_socket_permissions = 0700
+	EOF
+	pg_ctl -w -t 60 -l "$LOGFILE" start >/dev/null 2>&1
+}
+
+server_answers() {
+	"$PGBIN/psql" -X -h "$SOCKDIR" -p "$1" -U postgres -d postgres -Atqc 'SELECT 1' >/dev/null 2>&1
+}
+
+state=new
+[ ! -L "$CLUSTER" ] || die "$CLUSTER is a symbolic link; remove it"
+if [ -e "$CLUSTER" ] && [ "$(stat -c %U "$CLUSTER")" != "$OWNER" ]; then
+	was=$(stat -c %U "$CLUSTER")
+	[ "$IS_ROOT" = 1 ] || die "$CLUSTER is owned by $was; remove it or run as $was"
+	if [ -e "$PGDATA" ]; then
+		note "$CLUSTER is owned by $was, not $OWNER: recreating the cluster"
+	fi
+	wipe_cluster
+fi
+if [ -f "$PGDATA/PG_VERSION" ]; then
+	if [ "$(cat "$PGDATA/PG_VERSION")" != 15 ]; then
+		state=broken
+	elif pg_ctl status >/dev/null 2>&1; then
+		state=running
+	else
+		state=stopped
+	fi
+elif [ -e "$PGDATA" ]; then
+	state=broken
+fi
+
+PORT=
+if [ "$state" = running ]; then
+	PORT=$(sed -n 4p "$PGDATA/postmaster.pid")
+	if [[ "$PORT" =~ ^[0-9]+$ ]] && server_answers "$PORT"; then
+		note "reusing the running cluster on port $PORT"
+	else
+		note "the running cluster does not answer: stopping it"
+		stop_cluster
+		state=stopped
+	fi
+fi
+if [ "$state" = stopped ]; then
+	PORT=$(pick_port)
+	if start_cluster "$PORT" && server_answers "$PORT"; then
+		note "restarted the stopped cluster on port $PORT"
+		state=running
+	else
+		note "the cluster does not start; last lines of its log:"
+		tail -n 5 "$LOGFILE" 2>/dev/null | sed 's/^/      /' || true
+		state=broken
+	fi
+fi
+if [ "$state" = broken ]; then
+	note "recreating the broken cluster"
+	wipe_cluster
+	state=new
+fi
+if [ "$state" = new ]; then
+	init_cluster
+	PORT=$(pick_port)
+	if ! start_cluster "$PORT" || ! server_answers "$PORT"; then
+		tail -n 20 "$LOGFILE" 2>/dev/null || true
+		die "the new cluster does not start"
+	fi
+	note "started a new cluster on port $PORT"
+fi
+printf '%s\n' "$PORT" >"$PORTFILE"
+
+export PGHOST=$SOCKDIR PGPORT=$PORT PGUSER=postgres PGDATABASE=$DB
+unset PGHOSTADDR PGSERVICE PGSERVICEFILE PGOPTIONS PGPASSWORD PGTARGETSESSIONATTRS
+PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1)
+
+# A password for TCP connections, kept in .demo/password (mode 0600).
+if [ ! -s "$STATE/password" ]; then
+	(umask 077 && "$PY" -c 'import secrets; print(secrets.token_hex(16))' >"$STATE/password")
+fi
+"${PSQL[@]}" -d postgres -c "ALTER ROLE postgres PASSWORD '$(cat "$STATE/password")'"
+
+# ---------------------------------------------------------------- database
+
+say "recreating database $DB"
+"${PSQL[@]}" -d postgres \
+	-c "SET client_min_messages = warning" \
+	-c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" \
+	-c "CREATE DATABASE $DB"
+"${PSQL[@]}" -c "CREATE EXTENSION workflow"
+note "CREATE EXTENSION workflow: version $("${PSQL[@]}" -Atc "SELECT extversion FROM pg_extension WHERE extname = 'workflow'")"
+has_delay=$("${PSQL[@]}" -At -c "LOAD 'workflow'" \
+	-c "SELECT count(*) FROM pg_settings WHERE name = 'workflow.retry_base_delay_ms'")
+if [ "$has_delay" = 1 ]; then
+	"${PSQL[@]}" -c "ALTER DATABASE $DB SET workflow.retry_base_delay_ms = $RETRY_BASE_DELAY_MS"
+	note "workflow.retry_base_delay_ms = $RETRY_BASE_DELAY_MS for $DB (the engine doubles it per retry, with jitter)"
+else
+	note "WARNING: the engine has no setting workflow.retry_base_delay_ms; retries use its built-in delay"
+fi
+
+# ------------------------------------------------------------------- demo
+
+say "running two workflows with $WORKERS workers (at most ${TIMEOUT}s)"
+note "prepare -> (build_a, build_b, flaky) -> approve (external) -> publish;"
+note "cleanup waits for build_a, build_b, flaky and publish whatever their outcome"
+DEMO_T0=$(date +%s.%N)
+export DEMO_T0 DEMO_TIMEOUT=$TIMEOUT DEMO_RUNS_FILE=$STATE/runs
+export PYTHONDONTWRITEBYTECODE=1
+rm -f "$DEMO_RUNS_FILE" "$STATE/listener.ready"
+
+pids=()
+cleanup_children() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+}
+trap cleanup_children EXIT
+trap 'exit 130' INT TERM
+
+cd "$REPO/demo"
+"$PY" listener.py "$STATE/listener.ready" &
+listener=$!
+pids+=("$listener")
+for _ in $(seq 50); do
+	[ -e "$STATE/listener.ready" ] && break
+	kill -0 "$listener" 2>/dev/null || break
+	sleep 0.1
+done
+[ -e "$STATE/listener.ready" ] || die "the listener did not start"
+
+"$PY" start_runs.py || die "could not start the runs"
+
+workers=()
+for i in $(seq "$WORKERS"); do
+	"$PY" worker.py "worker-$i" &
+	workers+=("$!")
+	pids+=("$!")
+done
+"$PY" approver.py &
+approver=$!
+pids+=("$approver")
+
+status=0
+for pid in "${workers[@]}"; do
+	wait "$pid" || status=1
+done
+wait "$approver" || status=1
+wait "$listener" || status=1
+pids=()
+trap - EXIT
+rm -f "$STATE/listener.ready"
+
+# ------------------------------------------------------------------ report
+
+while IFS=$'\t' read -r label run_id; do
+	say "$label: $run_id"
+	"${PSQL[@]}" -v run="$run_id" <<-'EOF'
+		\pset footer off
+		\x on
+		SELECT id, name, status, result, finished_at - created_at AS took
+		  FROM workflow.workflow_runs WHERE id = :'run';
+		\x off
+		SELECT s.step_key, s.execution_kind AS kind, s.status,
+		       j.attempt || '/' || j.max_attempts AS attempts,
+		       s.status_reason, s.last_error_code
+		  FROM workflow.workflow_steps s
+		  JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id
+		  LEFT JOIN workflow.job_queue j ON j.id = s.job_id
+		 WHERE s.workflow_run_id = :'run'
+		 ORDER BY (SELECT e.ord
+		             FROM jsonb_array_elements(r.definition -> 'steps')
+		                  WITH ORDINALITY AS e(step, ord)
+		            WHERE e.step ->> 'key' = s.step_key);
+	EOF
+done <"$DEMO_RUNS_FILE"
+
+say "checking the outcome"
+"$PY" check.py || status=1
+[ "$status" = 0 ] || note "some demo process reported a problem (see above)"
+
+say "the cluster keeps running"
+q() { printf '%q' "$1"; }
+note "connect:  $PGBIN/psql -h $(q "$SOCKDIR") -p $PORT -U postgres $DB"
+note "     or:  PGPASSWORD=\$(cat $(q "$STATE/password")) psql -h 127.0.0.1 -p $PORT -U postgres $DB"
+if [ "$IS_ROOT" = 1 ]; then
+	note "stop:     runuser -u $OWNER -- $PGBIN/pg_ctl -D $(q "$PGDATA") stop"
+else
+	note "stop:     $PGBIN/pg_ctl -D $(q "$PGDATA") stop"
+fi
+note "log:      $LOGFILE"
+if [ "$status" = 0 ]; then
+	printf '\ndemo: ok\n'
+else
+	printf '\ndemo: FAILED (see above)\n' >&2
+fi
+exit "$status"
