@@ -2,8 +2,22 @@
 
 \echo Use "CREATE EXTENSION workflow" to load this file. \quit
 
--- The control file names schema workflow; CREATE EXTENSION creates it and
--- fails when someone else already owns a schema of that name.
+-- The control file names schema workflow, which CREATE EXTENSION creates
+-- when it does not exist.  A schema of that name that someone else owns
+-- could hold objects that shadow ours: refuse to install into it.
+DO $$
+BEGIN
+    IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'workflow')
+       OPERATOR(pg_catalog.<>)
+       (SELECT r.oid FROM pg_catalog.pg_roles r
+         WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'workflow.internal_state: schema workflow is owned by another role'
+            USING ERRCODE = 'XX000',
+                  DETAIL = 'The extension installs only into a schema that the installing role owns.';
+    END IF;
+END
+$$;
 
 CREATE TYPE workflow.job_status AS ENUM
     ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED');

@@ -614,7 +614,8 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	static SPIPlanPtr existing_plan = NULL;
 	static const char *existing_sql =
 		"SELECT r.id, r.definition" OP("=") "$3 FROM workflow.workflow_runs r"
-		" WHERE r.organization_id IS NOT DISTINCT FROM $1"
+		" WHERE (r.organization_id" OP("=") "$1"
+		"  OR (r.organization_id IS NULL AND $1 IS NULL))"
 		" AND r.idempotency_key" OP("=") "$2";
 	static const Oid existing_types[3] = {UUIDOID, TEXTOID, JSONBOID};
 	static SPIPlanPtr steps_plan = NULL;

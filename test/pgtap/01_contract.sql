@@ -1,0 +1,449 @@
+-- 01_contract.sql: the shape of the public contract (DESIGN.md "Data model",
+-- "Queue API", "Workflow API", "Security"): enum labels in order, tables and
+-- their column types, API signatures, argument names and defaults, return
+-- types, no STRICT function, pg_extension_config_dump registration, the
+-- indexes the schema rules require, and the control file's properties.
+
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS workflow;
+
+\set ON_ERROR_STOP 1
+SET client_min_messages = warning;
+
+BEGIN;
+SELECT plan(228);
+
+CREATE SCHEMA wf_tap;
+
+-- Key columns, uniqueness and predicate of every index on a table.
+CREATE FUNCTION wf_tap.indexes(tbl regclass)
+RETURNS TABLE (index_name text, is_unique boolean, nulls_not_distinct boolean,
+               keys text[], predicate text)
+LANGUAGE sql STABLE AS $$
+    SELECT c.relname::text, i.indisunique, i.indnullsnotdistinct,
+           ARRAY(SELECT a.attname::text
+                   FROM generate_series(0, i.indnkeyatts - 1) AS g(n)
+                   JOIN pg_catalog.pg_attribute a
+                     ON a.attrelid = i.indrelid AND a.attnum = i.indkey[g.n]
+                  ORDER BY g.n),
+           pg_catalog.pg_get_expr(i.indpred, i.indrelid)
+      FROM pg_catalog.pg_index i
+      JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = tbl
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Schema and enum types
+
+SELECT has_schema('workflow', 'schema workflow exists');
+
+SELECT has_enum('workflow', 'job_status', 'enum workflow.job_status exists');
+SELECT enum_has_labels('workflow', 'job_status',
+    ARRAY['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED'],
+    'workflow.job_status has the contract labels in order');
+
+SELECT has_enum('workflow', 'step_status', 'enum workflow.step_status exists');
+SELECT enum_has_labels('workflow', 'step_status',
+    ARRAY['BLOCKED', 'ENQUEUED', 'RUNNING', 'WAITING_FOR_EXTERNAL',
+          'SUCCEEDED', 'FAILED', 'CANCELED'],
+    'workflow.step_status has the contract labels in order');
+
+SELECT has_enum('workflow', 'run_status', 'enum workflow.run_status exists');
+SELECT enum_has_labels('workflow', 'run_status',
+    ARRAY['RUNNING', 'WAITING_FOR_EXTERNAL', 'SUCCEEDED',
+          'COMPLETED_WITH_ERRORS', 'CANCELED'],
+    'workflow.run_status has the contract labels in order');
+
+SELECT has_enum('workflow', 'release_mode', 'enum workflow.release_mode exists');
+SELECT enum_has_labels('workflow', 'release_mode',
+    ARRAY['ON_SUCCESS', 'ON_TERMINAL'],
+    'workflow.release_mode has the contract labels in order');
+
+SELECT has_enum('workflow', 'execution_kind', 'enum workflow.execution_kind exists');
+SELECT enum_has_labels('workflow', 'execution_kind',
+    ARRAY['JOB', 'EXTERNAL'],
+    'workflow.execution_kind has the contract labels in order');
+
+-- ---------------------------------------------------------------------------
+-- Tables and columns
+
+SELECT has_table('workflow', 'job_queue', 'table workflow.job_queue exists');
+SELECT has_table('workflow', 'workflow_runs', 'table workflow.workflow_runs exists');
+SELECT has_table('workflow', 'workflow_steps', 'table workflow.workflow_steps exists');
+SELECT has_table('workflow', 'workflow_step_dependencies',
+    'table workflow.workflow_step_dependencies exists');
+
+CREATE TABLE wf_tap.contract_columns (
+    n           serial PRIMARY KEY,
+    table_name  name NOT NULL,
+    column_name name NOT NULL,
+    type_schema name NOT NULL,
+    type_name   text NOT NULL
+);
+
+INSERT INTO wf_tap.contract_columns (table_name, column_name, type_schema, type_name)
+VALUES
+    ('job_queue', 'id', 'pg_catalog', 'uuid'),
+    ('job_queue', 'job_type', 'pg_catalog', 'text'),
+    ('job_queue', 'organization_id', 'pg_catalog', 'uuid'),
+    ('job_queue', 'payload', 'pg_catalog', 'jsonb'),
+    ('job_queue', 'priority', 'pg_catalog', 'integer'),
+    ('job_queue', 'stage', 'pg_catalog', 'text'),
+    ('job_queue', 'status', 'workflow', 'job_status'),
+    ('job_queue', 'attempt', 'pg_catalog', 'integer'),
+    ('job_queue', 'max_attempts', 'pg_catalog', 'integer'),
+    ('job_queue', 'timeout_seconds', 'pg_catalog', 'integer'),
+    ('job_queue', 'run_at', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'leased_until', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'worker_id', 'pg_catalog', 'text'),
+    ('job_queue', 'lease_token', 'pg_catalog', 'uuid'),
+    ('job_queue', 'last_error_code', 'pg_catalog', 'text'),
+    ('job_queue', 'last_error_message', 'pg_catalog', 'text'),
+    ('job_queue', 'output', 'pg_catalog', 'jsonb'),
+    ('job_queue', 'workflow_run_id', 'pg_catalog', 'uuid'),
+    ('job_queue', 'workflow_step_id', 'pg_catalog', 'uuid'),
+    ('job_queue', 'generation', 'pg_catalog', 'integer'),
+    ('job_queue', 'created_at', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'updated_at', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'started_at', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'finished_at', 'pg_catalog', 'timestamp with time zone'),
+
+    ('workflow_runs', 'id', 'pg_catalog', 'uuid'),
+    ('workflow_runs', 'organization_id', 'pg_catalog', 'uuid'),
+    ('workflow_runs', 'name', 'pg_catalog', 'text'),
+    ('workflow_runs', 'definition', 'pg_catalog', 'jsonb'),
+    ('workflow_runs', 'status', 'workflow', 'run_status'),
+    ('workflow_runs', 'result_step_key', 'pg_catalog', 'text'),
+    ('workflow_runs', 'result', 'pg_catalog', 'jsonb'),
+    ('workflow_runs', 'idempotency_key', 'pg_catalog', 'text'),
+    ('workflow_runs', 'created_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_runs', 'updated_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_runs', 'finished_at', 'pg_catalog', 'timestamp with time zone'),
+
+    ('workflow_steps', 'id', 'pg_catalog', 'uuid'),
+    ('workflow_steps', 'workflow_run_id', 'pg_catalog', 'uuid'),
+    ('workflow_steps', 'step_key', 'pg_catalog', 'text'),
+    ('workflow_steps', 'execution_kind', 'workflow', 'execution_kind'),
+    ('workflow_steps', 'job_type', 'pg_catalog', 'text'),
+    ('workflow_steps', 'organization_id', 'pg_catalog', 'uuid'),
+    ('workflow_steps', 'payload', 'pg_catalog', 'jsonb'),
+    ('workflow_steps', 'priority', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'max_attempts', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'timeout_seconds', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'stage', 'pg_catalog', 'text'),
+    ('workflow_steps', 'status', 'workflow', 'step_status'),
+    ('workflow_steps', 'job_id', 'pg_catalog', 'uuid'),
+    ('workflow_steps', 'released_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'started_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'finished_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'dependency_count_total', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'dependency_count_pending', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'dependency_count_unsatisfied', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'status_reason', 'pg_catalog', 'text'),
+    ('workflow_steps', 'last_error_code', 'pg_catalog', 'text'),
+    ('workflow_steps', 'last_error_message', 'pg_catalog', 'text'),
+    ('workflow_steps', 'output', 'pg_catalog', 'jsonb'),
+    ('workflow_steps', 'created_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'updated_at', 'pg_catalog', 'timestamp with time zone'),
+
+    ('workflow_step_dependencies', 'workflow_run_id', 'pg_catalog', 'uuid'),
+    ('workflow_step_dependencies', 'prerequisite_step_id', 'pg_catalog', 'uuid'),
+    ('workflow_step_dependencies', 'dependent_step_id', 'pg_catalog', 'uuid'),
+    ('workflow_step_dependencies', 'release_mode', 'workflow', 'release_mode');
+
+-- 64 columns: has_column for each, then col_type_is for each.
+SELECT has_column('workflow', c.table_name, c.column_name,
+                  format('workflow.%s has column %s', c.table_name, c.column_name))
+  FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
+
+SELECT col_type_is('workflow', c.table_name, c.column_name, c.type_schema, c.type_name,
+                   format('workflow.%s.%s is %s.%s', c.table_name, c.column_name,
+                          c.type_schema, c.type_name))
+  FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
+
+-- Every table carries workflow_run_id (job_queue too, NULL for plain jobs);
+-- workflow_runs is keyed by the run id itself.
+SELECT is_empty($$
+    SELECT c.relname FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
+       AND c.oid <> 'workflow.workflow_runs'::regclass
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                        WHERE a.attrelid = c.oid AND a.attname = 'workflow_run_id'
+                          AND NOT a.attisdropped)
+$$, 'every table of schema workflow carries workflow_run_id');
+
+SELECT col_is_pk('workflow', 'job_queue', 'id', 'workflow.job_queue.id is the primary key');
+SELECT col_is_pk('workflow', 'workflow_runs', 'id', 'workflow.workflow_runs.id is the primary key');
+SELECT col_is_pk('workflow', 'workflow_steps', 'id', 'workflow.workflow_steps.id is the primary key');
+
+-- ---------------------------------------------------------------------------
+-- API functions: existence with exact argument types, return type, and the
+-- documented argument names and defaults.
+
+CREATE TABLE wf_tap.api (
+    n         serial PRIMARY KEY,
+    fname     name NOT NULL,
+    args      name[] NOT NULL,
+    returns   text NOT NULL,
+    arguments text NOT NULL
+);
+
+INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
+    ('enqueue',
+     ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer',
+           'integer', 'uuid', 'text'],
+     'uuid',
+     'job_type text, payload jsonb DEFAULT ''{}''::jsonb, priority integer DEFAULT 0, '
+     'run_at timestamp with time zone DEFAULT now(), max_attempts integer DEFAULT 3, '
+     'timeout_seconds integer DEFAULT 300, organization_id uuid DEFAULT NULL::uuid, '
+     'stage text DEFAULT NULL::text'),
+    ('claim',
+     ARRAY['text', 'text[]', 'integer', 'uuid', 'text'],
+     'setof workflow.job_queue',
+     'worker_id text, job_types text[] DEFAULT NULL::text[], batch_size integer DEFAULT 1, '
+     'organization_id uuid DEFAULT NULL::uuid, stage text DEFAULT NULL::text'),
+    ('reap_expired', ARRAY[]::name[], 'integer', ''),
+    ('heartbeat', ARRAY['uuid', 'uuid'], 'timestamp with time zone',
+     'job_id uuid, lease_token uuid'),
+    ('complete_job', ARRAY['uuid', 'uuid', 'jsonb'], 'void',
+     'job_id uuid, lease_token uuid, output jsonb DEFAULT NULL::jsonb'),
+    ('fail_job', ARRAY['uuid', 'uuid', 'text', 'text', 'boolean'], 'void',
+     'job_id uuid, lease_token uuid, error_code text, error_message text, '
+     'retryable boolean DEFAULT true'),
+    ('release_job', ARRAY['uuid', 'uuid'], 'void', 'job_id uuid, lease_token uuid'),
+    ('cancel_job', ARRAY['uuid', 'text'], 'void',
+     'job_id uuid, reason text DEFAULT NULL::text'),
+    ('complete_jobs', ARRAY['uuid[]', 'uuid[]', 'jsonb[]'], 'setof uuid',
+     'job_ids uuid[], lease_tokens uuid[], outputs jsonb[] DEFAULT NULL::jsonb[]'),
+    ('fail_jobs', ARRAY['uuid[]', 'uuid[]', 'text[]', 'text[]', 'boolean'], 'setof uuid',
+     'job_ids uuid[], lease_tokens uuid[], error_codes text[], error_messages text[], '
+     'retryable boolean DEFAULT true'),
+    ('start_run', ARRAY['jsonb', 'uuid', 'text'], 'uuid',
+     'definition jsonb, organization_id uuid DEFAULT NULL::uuid, '
+     'idempotency_key text DEFAULT NULL::text'),
+    ('complete_external_step',
+     ARRAY['uuid', 'text', 'workflow.step_status', 'jsonb', 'text', 'text', 'text', 'uuid'],
+     'workflow.workflow_steps',
+     'workflow_run_id uuid, step_key text, status workflow.step_status, '
+     'output jsonb DEFAULT NULL::jsonb, status_reason text DEFAULT NULL::text, '
+     'error_code text DEFAULT NULL::text, error_message text DEFAULT NULL::text, '
+     'organization_id uuid DEFAULT NULL::uuid'),
+    ('cancel_run', ARRAY['uuid', 'text', 'uuid'], 'workflow.run_status',
+     'workflow_run_id uuid, reason text DEFAULT NULL::text, '
+     'organization_id uuid DEFAULT NULL::uuid'),
+    ('uuid_v7', ARRAY[]::name[], 'uuid', '');
+
+-- 14 functions: has_function, function_returns, then the argument list.
+SELECT has_function('workflow', a.fname, a.args,
+                    format('function workflow.%s(%s) exists', a.fname,
+                           array_to_string(a.args, ', ')))
+  FROM (SELECT * FROM wf_tap.api ORDER BY n) a;
+
+SELECT function_returns('workflow', a.fname, a.args, a.returns,
+                        format('workflow.%s(%s) returns %s', a.fname,
+                               array_to_string(a.args, ', '), a.returns))
+  FROM (SELECT * FROM wf_tap.api ORDER BY n) a;
+
+SELECT is(pg_catalog.pg_get_function_arguments(
+              to_regprocedure(format('workflow.%s(%s)', a.fname, array_to_string(a.args, ',')))),
+          a.arguments,
+          format('workflow.%s has the documented argument names and defaults', a.fname))
+  FROM (SELECT * FROM wf_tap.api ORDER BY n) a;
+
+-- Each API name has exactly one overload, so named-argument calls resolve.
+SELECT is_empty($$
+    SELECT p.proname FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'workflow'::regnamespace
+       AND p.proname IN (SELECT fname FROM wf_tap.api)
+     GROUP BY p.proname HAVING count(*) > 1
+$$, 'no API function is overloaded');
+
+-- No function is STRICT (a NULL argument must raise, not return NULL).
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'workflow'::regnamespace AND p.proisstrict
+$$, 'no function in schema workflow is STRICT');
+
+SELECT is((SELECT count(*)::int FROM wf_tap.api a
+             JOIN pg_catalog.pg_proc p
+               ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
+                                                 array_to_string(a.args, ',')))
+            WHERE NOT p.proisstrict),
+          14, 'all 14 API functions are present and not STRICT');
+
+-- A NULL argument raises instead of returning NULL (what STRICT would do).
+SELECT throws_ok($$SELECT workflow.heartbeat(NULL, NULL)$$, '22023', NULL,
+    'heartbeat(NULL, NULL) raises instead of returning NULL');
+SELECT throws_ok($$SELECT workflow.start_run(NULL)$$, '22023', NULL,
+    'start_run(NULL) raises instead of returning NULL');
+SELECT throws_ok($$SELECT workflow.cancel_run(NULL)$$, '22023', NULL,
+    'cancel_run(NULL) raises instead of returning NULL');
+
+-- ---------------------------------------------------------------------------
+-- pg_extension_config_dump: pg_dump keeps every table's data.
+
+SELECT ok((SELECT 'workflow.job_queue'::regclass::oid = ANY (e.extconfig)
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          'workflow.job_queue is registered with pg_extension_config_dump');
+SELECT ok((SELECT 'workflow.workflow_runs'::regclass::oid = ANY (e.extconfig)
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          'workflow.workflow_runs is registered with pg_extension_config_dump');
+SELECT ok((SELECT 'workflow.workflow_steps'::regclass::oid = ANY (e.extconfig)
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          'workflow.workflow_steps is registered with pg_extension_config_dump');
+SELECT ok((SELECT 'workflow.workflow_step_dependencies'::regclass::oid = ANY (e.extconfig)
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          'workflow.workflow_step_dependencies is registered with pg_extension_config_dump');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
+       AND c.oid <> ALL (SELECT unnest(e.extconfig) FROM pg_catalog.pg_extension e
+                          WHERE e.extname = 'workflow')
+$$, 'every table of schema workflow is registered with pg_extension_config_dump');
+SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
+              (SELECT e.extcondition FROM pg_catalog.pg_extension e
+                WHERE e.extname = 'workflow')) AS x),
+          ARRAY['', '', '', ''],
+          'all four tables are dumped whole (no filter condition)');
+
+-- ---------------------------------------------------------------------------
+-- Indexes and constraints the schema rules require.
+
+SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.job_queue')
+                   WHERE is_unique AND predicate IS NULL
+                     AND keys = ARRAY['workflow_step_id', 'generation']),
+          'job_queue has a unique index on (workflow_step_id, generation)');
+
+-- The unique index really rejects a second job for one step release.
+INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
+VALUES ('contract.dup', '00000000-0000-7000-8000-0000000000aa', 0);
+SELECT throws_ok($$
+    INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
+    VALUES ('contract.dup', '00000000-0000-7000-8000-0000000000aa', 0)
+$$, '23505', NULL, 'a second job for the same (workflow_step_id, generation) is rejected');
+SELECT lives_ok($$
+    INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
+    VALUES ('contract.dup', '00000000-0000-7000-8000-0000000000aa', 1)
+$$, 'the same step with another generation is accepted');
+SELECT lives_ok($$
+    SELECT workflow.enqueue('contract.plain'), workflow.enqueue('contract.plain')
+$$, 'plain jobs (no step) do not collide on the step-release index');
+
+SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.workflow_step_dependencies')
+                   WHERE keys[1] = 'prerequisite_step_id' AND predicate IS NULL),
+          'edges are indexed by prerequisite_step_id (the cascade)');
+SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.workflow_step_dependencies')
+                   WHERE keys[1:2] = ARRAY['workflow_run_id', 'dependent_step_id']
+                     AND predicate IS NULL),
+          'edges are indexed by (workflow_run_id, dependent_step_id)');
+
+SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.workflow_runs')
+                   WHERE is_unique AND nulls_not_distinct
+                     AND keys = ARRAY['organization_id', 'idempotency_key']
+                     AND predicate = '(idempotency_key IS NOT NULL)'),
+          'workflow_runs has a unique (organization_id, idempotency_key) NULLS NOT DISTINCT '
+          'index WHERE idempotency_key IS NOT NULL');
+
+SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.job_queue')
+                   WHERE keys = ARRAY['id']
+                     AND predicate = '(status = ''RUNNING''::workflow.job_status)'),
+          'job_queue has a partial index on id WHERE status = RUNNING (expiry sweep)');
+
+SELECT is_empty($$
+    SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index i
+     WHERE i.indrelid = 'workflow.job_queue'::regclass
+       AND ((SELECT a.attnum FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid = i.indrelid AND a.attname = 'leased_until') = ANY (i.indkey)
+            OR pg_catalog.pg_get_expr(i.indexprs, i.indrelid) LIKE '%leased_until%'
+            OR pg_catalog.pg_get_expr(i.indpred, i.indrelid) LIKE '%leased_until%')
+$$, 'leased_until is in no index, key, INCLUDE, expression or predicate (heartbeats stay HOT)');
+
+SELECT ok(EXISTS (SELECT 1 FROM pg_catalog.pg_class c, unnest(c.reloptions) AS o
+                   WHERE c.oid = 'workflow.job_queue'::regclass
+                     AND o LIKE 'fillfactor=%'
+                     AND split_part(o, '=', 2)::int < 100),
+          'job_queue has a fillfactor below 100 (room for HOT heartbeats)');
+
+SELECT is_empty($$
+    SELECT index_name FROM wf_tap.indexes('workflow.workflow_steps')
+     WHERE 'status' = ANY (keys)
+$$, 'workflow_steps has no index on status');
+
+SELECT is_empty($$
+    SELECT c.conname FROM pg_catalog.pg_constraint c
+     WHERE c.contype = 'f'
+       AND (c.conrelid = 'workflow.job_queue'::regclass
+            OR c.confrelid = 'workflow.workflow_runs'::regclass)
+$$, 'no foreign key from job_queue, and none to workflow_runs');
+
+-- ---------------------------------------------------------------------------
+-- Ids: time-ordered version 7 uuids from workflow.uuid_v7().
+
+SELECT col_default_is('workflow', 'job_queue', 'id', 'workflow.uuid_v7()',
+    'job_queue.id defaults to workflow.uuid_v7()');
+
+SELECT is((SELECT count(*)::int FROM (
+              SELECT u FROM (SELECT workflow.uuid_v7() AS u FROM generate_series(1, 500)) s
+           ) t
+           WHERE substr(u::text, 15, 1) = '7' AND substr(u::text, 20, 1) IN ('8', '9', 'a', 'b')),
+          500, 'uuid_v7() returns version 7, RFC variant uuids');
+
+SELECT ok((SELECT bool_and(prev < u) FROM (
+              SELECT u, lag(u) OVER (ORDER BY n) AS prev
+                FROM (SELECT n, workflow.uuid_v7() AS u
+                        FROM generate_series(1, 1000) AS g(n)) s
+           ) t WHERE prev IS NOT NULL),
+          'consecutive uuid_v7() values in a backend are strictly increasing');
+
+SELECT ok((SELECT abs(('x' || lpad(replace(substr(u::text, 1, 13), '-', ''), 16, '0'))::bit(64)::bigint
+                      - (extract(epoch FROM clock_timestamp()) * 1000)::bigint) < 60000
+             FROM (SELECT workflow.uuid_v7() AS u) s),
+          'the first 48 bits of uuid_v7() are the current Unix time in milliseconds');
+
+SELECT ok((SELECT substr(workflow.enqueue('contract.v7')::text, 15, 1) = '7'),
+          'enqueue returns a version 7 id');
+
+SELECT ok((SELECT substr(workflow.start_run('{"steps": [{"key": "a", "job_type": "contract.v7"}]}')::text,
+                         15, 1) = '7'),
+          'start_run returns a version 7 id');
+
+SELECT is((SELECT count(*)::int FROM workflow.workflow_steps s
+            WHERE s.job_type = 'contract.v7' AND substr(s.id::text, 15, 1) = '7'
+              AND substr(s.job_id::text, 15, 1) = '7'),
+          1, 'step ids and their job ids are version 7');
+
+-- Plain jobs carry a NULL workflow_run_id and generation 0; step jobs carry the run.
+SELECT is((SELECT row(j.workflow_run_id, j.workflow_step_id, j.generation)::text
+             FROM workflow.job_queue j WHERE j.job_type = 'contract.v7'
+              AND j.workflow_step_id IS NULL),
+          row(NULL::uuid, NULL::uuid, 0)::text,
+          'a plain job has no run, no step and generation 0');
+SELECT is((SELECT count(*)::int FROM workflow.job_queue j
+             JOIN workflow.workflow_steps s ON s.job_id = j.id
+            WHERE j.job_type = 'contract.v7' AND j.workflow_step_id = s.id
+              AND j.workflow_run_id = s.workflow_run_id AND j.generation = 0),
+          1, 'a step job carries its run id, its step id and generation 0');
+
+-- ---------------------------------------------------------------------------
+-- Control file and installation.
+
+SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
+            WHERE name = 'workflow'),
+          '1.0', 'workflow is available with default version 1.0');
+SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
+             FROM pg_catalog.pg_available_extension_versions v
+            WHERE v.name = 'workflow' AND v.version = '1.0'),
+          row(true, false, false, 'workflow')::text,
+          'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
+SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          false, 'the installed extension is not relocatable');
+SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extension e
+            WHERE e.extname = 'workflow'),
+          'workflow', 'the installed extension lives in schema workflow');
+SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          '1.0', 'the installed version is 1.0');
+SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
+    'ALTER EXTENSION workflow SET SCHEMA is refused');
+
+SELECT * FROM finish();
+ROLLBACK;
