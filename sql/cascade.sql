@@ -167,3 +167,60 @@ SELECT count(*) AS failed FROM workflow.fail_jobs(
     ARRAY['e', 'e'], ARRAY['m', 'm'], false);
 SELECT * FROM pg_temp.run(:'r8a');
 SELECT * FROM pg_temp.run(:'r8b');
+
+-- 9. a step finished in the same statement that started its run still
+--    releases its dependents (the edges are read on a fresh snapshot)
+WITH r AS MATERIALIZED (
+    SELECT workflow.start_run('{"steps": [{"key": "a", "kind": "external"},
+        {"key": "b", "kind": "external", "depends_on": ["a"]}]}') AS id)
+SELECT (workflow.complete_external_step(r.id, 'a', 'SUCCEEDED')).status FROM r;
+SELECT s.step_key, s.status, s.dependency_count_pending
+  FROM workflow.workflow_steps s JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id
+ WHERE r.definition @> '{"steps": [{"key": "b", "kind": "external", "depends_on": ["a"]}]}'
+ ORDER BY 1;
+
+-- 10. a rolled-back savepoint takes back only its own step changes
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t10"},
+    {"key": "b", "job_type": "t10"},
+    {"key": "after_a", "job_type": "t10.after", "depends_on": ["a"]},
+    {"key": "after_b", "job_type": "t10.after", "depends_on": ["b"]}]}') AS r10 \gset
+CREATE TEMP TABLE c10 AS SELECT j.id, j.lease_token, s.step_key
+  FROM workflow.claim('w', ARRAY['t10'], 2) j
+  JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id;
+BEGIN;
+SELECT workflow.complete_job(id, lease_token) FROM c10 WHERE step_key = 'a';
+SAVEPOINT before_b;
+SELECT workflow.complete_job(id, lease_token) FROM c10 WHERE step_key = 'b';
+ROLLBACK TO SAVEPOINT before_b;
+COMMIT;
+SELECT * FROM pg_temp.steps(:'r10');
+SELECT * FROM pg_temp.run(:'r10');
+
+-- 11. a user trigger that catches an error inside the statement does not
+--     make the engine forget the step it is finishing
+CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        PERFORM 1 / 0;
+    EXCEPTION WHEN division_by_zero THEN
+        NULL;
+    END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_audit AFTER UPDATE ON workflow.job_queue
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+SELECT workflow.complete_job(id, lease_token) FROM c10 WHERE step_key = 'b';
+DROP TRIGGER zz_audit ON workflow.job_queue;
+SELECT * FROM pg_temp.steps(:'r10');
+SELECT * FROM pg_temp.run(:'r10');
+
+-- 12. retries in a batch take no release lock
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t12", "max_attempts": 5}]}') AS r12 \gset
+CREATE TEMP TABLE c12 AS SELECT id, lease_token FROM workflow.claim('w', ARRAY['t12']);
+BEGIN;
+SELECT count(*) AS retried FROM workflow.fail_jobs(ARRAY(SELECT id FROM c12),
+    ARRAY(SELECT lease_token FROM c12), ARRAY['e'], ARRAY['m'], true);
+SELECT count(*) AS advisory_locks FROM pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+COMMIT;
+SELECT * FROM pg_temp.steps(:'r12');

@@ -221,3 +221,9 @@ SELECT pg_temp.err($$SELECT workflow.fail_jobs(ARRAY[gen_random_uuid()], ARRAY[g
 SELECT pg_temp.err(format('SELECT workflow.complete_jobs(ARRAY[%L]::uuid[], ARRAY[%L]::uuid[], ARRAY[%L]::jsonb[])',
     (SELECT id FROM claimed WHERE n = '4'), (SELECT lease_token FROM claimed WHERE n = '4'), '{}'));
 SELECT count(*) AS empty_batch FROM workflow.complete_jobs(ARRAY[]::uuid[], ARRAY[]::uuid[]);
+
+-- size bounds hold for values read from a table (stored compressed)
+CREATE TEMP TABLE big AS SELECT jsonb_build_object('x', repeat('ab', 600000)) AS p;
+SELECT pg_column_size(p) < 1048576 AS stored_small, octet_length(p::text) > 1048576 AS large
+  FROM big;
+SELECT pg_temp.err($$SELECT workflow.enqueue('big', p) FROM big$$);

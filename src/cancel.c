@@ -118,12 +118,22 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	}
 
 	/* 1. live jobs, then 2. the release lock exclusive */
-	WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
-			  false, 0);
+	if (relock_sql == NULL)
+		relock_sql = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("%s NOWAIT", live_jobs_sql_base));
+	if (WfHoldsLateLocks())
+		WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
+	else
+		WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
+				  false, 0);
 	WfLockRunRelease(run_id, true, true);
+	WfNoteLateLocks();
 
 	/* 3. only now is the run's status final for us to judge */
 	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
+	if (SPI_processed != 1)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
+				 WfUuidString(run_id));
 	status = WfResultText(0, 2);
 	if (strcmp(status, "CANCELED") == 0)
 	{
@@ -137,9 +147,6 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 						WfUuidString(run_id), status)));
 
 	/* 4. jobs released while we waited */
-	if (relock_sql == NULL)
-		relock_sql = MemoryContextStrdup(TopMemoryContext,
-										 psprintf("%s NOWAIT", live_jobs_sql_base));
 	WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
 	njobs = SPI_processed;
 	job_ids = palloc(sizeof(Datum) * Max(njobs, 1));
@@ -154,9 +161,7 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	/* 5. steps before jobs, so the job triggers find nothing to do */
 	values[1] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[1] = reason ? ' ' : 'n';
-	WfEngineWriteBegin();
-	WfExecute(&steps_plan, steps_sql, 2, steps_types, values, nulls, false, 0);
-	WfEngineWriteEnd();
+	WfExecuteAsEngine(&steps_plan, steps_sql, 2, steps_types, values, nulls);
 	ncanceled = (int32) SPI_processed;
 
 	if (njobs > 0)

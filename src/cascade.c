@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "access/xact.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -35,6 +36,7 @@ typedef struct WfTerminalStep
 	pg_uuid_t	step_id;
 	pg_uuid_t	run_id;
 	bool		succeeded;
+	SubTransactionId subid;		/* where it was noted */
 } WfTerminalStep;
 
 /* one dependent of the current level, with what the level does to it */
@@ -111,12 +113,26 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, const pg_uuid_t *step_id,
 	step->step_id = *step_id;
 	step->run_id = *run_id;
 	step->succeeded = (to == WF_COUNT_SUCCEEDED);
+	step->subid = GetCurrentSubTransactionId();
 }
 
 bool
 WfHasPending(void)
 {
 	return n_pending > 0 || WfHasRunDeltas();
+}
+
+/* WfPendingAbortSub forgets what an aborted subtransaction collected. */
+void
+WfPendingAbortSub(SubTransactionId subid)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_pending; i++)
+		if (pending_steps[i].subid < subid)
+			pending_steps[kept++] = pending_steps[i];
+	n_pending = kept;
+	WfRunDeltasAbortSub(subid);
 }
 
 /* WfPendingReset forgets collected work; its memory is reset by the caller. */
@@ -145,27 +161,21 @@ CompareRunOfTerminalStep(const void *a, const void *b)
 }
 
 /*
- * WfFinishPending processes every step collected since the last call:
- * release locks, cascade, run counters.  The caller is connected to SPI.
+ * FinishCollected processes the steps collected so far: release locks,
+ * cascade, run counters.
  */
-void
-WfFinishPending(void)
+static void
+FinishCollected(void)
 {
 	WfTerminalStep *level;
 	int			nlevel;
 
-	if (finishing || !WfHasPending())
-		return;
-	finishing = true;
-
-	/* copy out: the collected array lives in memory reset below */
+	/* copy out: the collected array lives in memory that is reset later */
 	nlevel = n_pending;
 	level = palloc(sizeof(WfTerminalStep) * Max(nlevel, 1));
 	if (nlevel > 0)
 		memcpy(level, pending_steps, sizeof(WfTerminalStep) * nlevel);
-	pending_steps = NULL;
 	n_pending = 0;
-	max_pending = 0;
 
 	/* 1. release locks, shared, ascending run id */
 	qsort(level, nlevel, sizeof(WfTerminalStep), CompareRunOfTerminalStep);
@@ -190,6 +200,30 @@ WfFinishPending(void)
 
 	/* 3. run counters and status, ascending run id */
 	WfApplyRunDeltas();
+}
+
+/*
+ * WfFinishPending processes every step collected since the last call.  The
+ * caller is connected to SPI.  Steps that a user's trigger finishes while
+ * this runs are processed in a further round, not lost.
+ */
+void
+WfFinishPending(void)
+{
+	if (finishing || !WfHasPending())
+		return;
+
+	finishing = true;
+	PG_TRY();
+	{
+		while (WfHasPending())
+			FinishCollected();
+	}
+	PG_FINALLY();
+	{
+		finishing = false;
+	}
+	PG_END_TRY();
 
 	WfPendingReset();
 	MemoryContextReset(WfPendingContext());
@@ -244,7 +278,7 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	for (int i = 0; i < nlevel; i++)
 		ids[i] = UUIDPGetDatum(&level[i].step_id);
 	values[0] = WfArray(ids, NULL, nlevel, UUIDOID);
-	WfExecute(&edges_plan, edges_sql, 1, edges_types, values, NULL, true, 0);
+	WfExecute(&edges_plan, edges_sql, 1, edges_types, values, NULL, false, 0);
 	nedges = SPI_processed;
 	if (nedges == 0)
 		return;
@@ -421,11 +455,15 @@ LockDependents(WfDependent *deps, int ndeps)
 		memset(&max_held_dependent, 0, sizeof(pg_uuid_t));
 	}
 
-	/* deps are sorted by id: the low ones form a prefix */
+	/*
+	 * deps are sorted by id: the low ones form a prefix.  After an earlier
+	 * call left run rows locked, every one is low.
+	 */
 	for (int i = 0; i < ndeps; i++)
 	{
 		ids[i] = UUIDPGetDatum(&deps[i].step_id);
-		if (WfUuidCompare(&deps[i].step_id, &max_held_dependent) <= 0)
+		if (WfHoldsLateLocks() ||
+			WfUuidCompare(&deps[i].step_id, &max_held_dependent) <= 0)
 			nlow = i + 1;
 	}
 	if (nlow > 0)
@@ -485,10 +523,8 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 	values[2] = Int32GetDatum(unsatisfied);
 	values[3] = Int32GetDatum((int32) outcome);
 
-	WfEngineWriteBegin();
-	ret = WfExecute(&update_plan, update_sql, 4, update_types, values, NULL,
-					false, 0);
-	WfEngineWriteEnd();
+	ret = WfExecuteAsEngine(&update_plan, update_sql, 4, update_types, values,
+							NULL);
 	if (ret != SPI_OK_UPDATE || SPI_processed != (uint64) n)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),

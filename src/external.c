@@ -13,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -55,6 +56,11 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 		"SELECT s.* FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1 AND s.step_key" OP("=") "$2"
 		" FOR NO KEY UPDATE";
+	static SPIPlanPtr step_nowait_plan = NULL;
+	static const char *step_nowait_sql =
+		"SELECT s.* FROM workflow.workflow_steps s"
+		" WHERE s.workflow_run_id" OP("=") "$1 AND s.step_key" OP("=") "$2"
+		" FOR NO KEY UPDATE NOWAIT";
 	static const Oid step_types[2] = {UUIDOID, TEXTOID};
 	static SPIPlanPtr update_plan = NULL;
 	static const char *update_sql =
@@ -93,10 +99,6 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 		wf_invalid_argument("status must not be null");
 	status = WfEnumLabel(PG_GETARG_DATUM(2));
 	message = WfTruncateMessage(message);
-	if (!output_null &&
-		VARSIZE_ANY(DatumGetPointer(output)) > (Size) wf_max_payload_bytes)
-		wf_invalid_argument("output is larger than workflow.max_payload_bytes (%d)",
-							wf_max_payload_bytes);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -118,7 +120,11 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 	}
 
 	values[1] = CStringGetTextDatum(step_key);
-	WfExecute(&step_plan, step_sql, 2, step_types, values, NULL, false, 1);
+	if (WfHoldsLateLocks())
+		WfExecuteNowait(&step_nowait_plan, step_nowait_sql, 2, step_types,
+						values, NULL);
+	else
+		WfExecute(&step_plan, step_sql, 2, step_types, values, NULL, false, 1);
 	if (SPI_processed == 0)
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_EXT_STEP_NOT_FOUND,
 				 "run %s has no step \"%s\"", WfUuidString(run_id), step_key);
@@ -134,6 +140,10 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 	if (!output_null && strcmp(status, "SUCCEEDED") != 0)
 		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
 				 "output is accepted only with status SUCCEEDED, not %s", status);
+	if (!output_null && toast_raw_datum_size(output) > (Size) wf_max_payload_bytes)
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
+				 "output is larger than workflow.max_payload_bytes (%d)",
+				 wf_max_payload_bytes);
 
 	step_status = WfEnumLabel(WfResultDatum(0, StepColumn("status"), &isnull));
 	if (WfResultBool(0, StepColumn("completed_externally")))
@@ -192,10 +202,8 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 	nulls[4] = code ? ' ' : 'n';
 	values[5] = message ? CStringGetTextDatum(message) : (Datum) 0;
 	nulls[5] = message ? ' ' : 'n';
-	WfEngineWriteBegin();
-	WfExecute(&update_plan, update_sql, 6, update_types, values, nulls,
-			  false, 0);
-	WfEngineWriteEnd();
+	WfExecuteAsEngine(&update_plan, update_sql, 6, update_types, values,
+					  nulls);
 	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
 
 	WfNoteStepTerminal(run_id, &step_id, status, WF_COUNT_WAITING);

@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
@@ -42,7 +43,7 @@ PG_FUNCTION_INFO_V1(workflow_complete_jobs);
 PG_FUNCTION_INFO_V1(workflow_fail_jobs);
 
 #define WF_MAX_CLAIM_BATCH	1000
-#define WF_REAP_BATCH		1000
+#define WF_REAP_BATCH		100
 
 /* What a worker-facing call needs to know about a job it names. */
 typedef struct JobState
@@ -63,6 +64,8 @@ typedef struct JobState
 	bool		has_run;
 	pg_uuid_t	run_id;
 } JobState;
+
+static void LockJobIfLate(const pg_uuid_t *job_id);
 
 static const char *job_state_columns =
 	"j.id, j.status::pg_catalog.text, j.lease_token, j.output,"
@@ -90,7 +93,8 @@ ArgText(FunctionCallInfo fcinfo, int n, const char *name)
 static void
 CheckJsonbSize(Datum value, const char *name)
 {
-	Size		size = VARSIZE_ANY(DatumGetPointer(value));
+	/* the detoasted size: a value read from a table may be compressed */
+	Size		size = toast_raw_datum_size(value);
 
 	if (size > (Size) wf_max_payload_bytes)
 		wf_invalid_argument("%s is %zu bytes, more than workflow.max_payload_bytes (%d)",
@@ -153,6 +157,8 @@ FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
 	}
 	values[0] = UUIDPGetDatum(job_id);
 	if (lock)
+		LockJobIfLate(job_id);
+	if (lock)
 		WfExecute(&lock_plan, lock_sql, 1, types, values, NULL, false, 1);
 	else
 		WfExecute(&read_plan, read_sql, 1, types, values, NULL, false, 1);
@@ -160,6 +166,27 @@ FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
 	job->id = *job_id;
 	if (SPI_processed == 1)
 		ReadJobState(0, job);
+}
+
+/*
+ * LockJobIfLate takes the job row NOWAIT when this transaction already
+ * holds run rows from an earlier call (see WfHoldsLateLocks); the calls
+ * that follow then find the row locked by us and never wait.
+ */
+static void
+LockJobIfLate(const pg_uuid_t *job_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT 1 FROM workflow.job_queue j WHERE j.id" OP("=") "$1"
+		" FOR NO KEY UPDATE NOWAIT";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	if (!WfHoldsLateLocks())
+		return;
+	values[0] = UUIDPGetDatum(job_id);
+	WfExecuteNowait(&plan, sql, 1, types, values, NULL);
 }
 
 /*
@@ -397,10 +424,13 @@ workflow_heartbeat(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	if (SPI_processed == 1)
 	{
 		result = WfResultDatum(0, 1, &isnull);
+		/* timestamptz may be passed by reference on some builds */
+		result = SPI_datumTransfer(result, FLOAT8PASSBYVAL, sizeof(TimestampTz));
 		SPI_finish();
 		PG_RETURN_DATUM(result);
 	}
@@ -444,6 +474,7 @@ workflow_complete_job(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	if (SPI_processed == 0)
 	{
@@ -582,6 +613,7 @@ workflow_release_job(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	if (SPI_processed == 0)
 	{
@@ -642,22 +674,31 @@ workflow_cancel_job(PG_FUNCTION_ARGS)
 
 /*
  * workflow_reap_expired expires up to WF_REAP_BATCH leases that ran out:
- * back to QUEUED, or FAILED on the last attempt.  Runs whose release lock
- * is busy are skipped and picked up by a later call.
+ * back to QUEUED, or FAILED on the last attempt.  It first reads the
+ * candidates without locking them, tries each run's release lock (shared,
+ * ascending run id) and skips busy runs, then locks only the jobs it will
+ * expire, SKIP LOCKED and with the expiry re-checked.  So it never waits,
+ * and it holds no row of a run it skipped.  Skipped runs are picked up by a
+ * later call.
  */
 Datum
 workflow_reap_expired(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr select_plan = NULL;
-	static const char *select_sql =
+	static SPIPlanPtr candidates_plan = NULL;
+	static const char *candidates_sql =
 		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
 		" WHERE j.status" OP("=") "'RUNNING'"
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
-		" ORDER BY j.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
-	static const Oid select_types[1] = {INT4OID};
+		" ORDER BY j.id LIMIT $1";
+	static const Oid candidates_types[1] = {INT4OID};
 	static SPIPlanPtr expire_plan = NULL;
 	static const char *expire_sql =
-		"UPDATE workflow.job_queue j SET"
+		"WITH c AS (SELECT j.id FROM workflow.job_queue j"
+		"  WHERE j.id" OP("=") "ANY ($1)"
+		"  AND j.status" OP("=") "'RUNNING'"
+		"  AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
+		"  ORDER BY j.id FOR NO KEY UPDATE SKIP LOCKED)"
+		" UPDATE workflow.job_queue j SET"
 		" status = CASE WHEN j.attempt" OP(">=") "j.max_attempts"
 		"  THEN 'FAILED' ELSE 'QUEUED' END::workflow.job_status,"
 		" run_at = CASE WHEN j.attempt" OP(">=") "j.max_attempts"
@@ -668,7 +709,7 @@ workflow_reap_expired(PG_FUNCTION_ARGS)
 		" last_error_code = '" WF_REASON_LEASE_EXPIRED "',"
 		" last_error_message = 'the lease expired before the job finished',"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE j.id" OP("=") "ANY ($1)";
+		" FROM c WHERE j.id" OP("=") "c.id";
 	static const Oid expire_types[1] = {UUIDARRAYOID};
 	Datum		values[1];
 	uint64		n;
@@ -687,8 +728,8 @@ workflow_reap_expired(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	values[0] = Int32GetDatum(WF_REAP_BATCH);
-	WfExecute(&select_plan, select_sql, 1, select_types, values, NULL,
-			  false, 0);
+	WfExecute(&candidates_plan, candidates_sql, 1, candidates_types, values,
+			  NULL, false, 0);
 	n = SPI_processed;
 	if (n == 0)
 	{
@@ -787,7 +828,9 @@ static void
 LockBatch(BatchItem *items, int n, JobState *jobs)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr nowait_plan = NULL;
 	static char *sql = NULL;
+	static char *nowait_sql = NULL;
 	static const Oid types[1] = {UUIDARRAYOID};
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum		values[1];
@@ -802,13 +845,20 @@ LockBatch(BatchItem *items, int n, JobState *jobs)
 		ids[i] = UUIDPGetDatum(&items[i].id);
 	}
 	if (sql == NULL)
+	{
 		sql = MemoryContextStrdup(TopMemoryContext,
 								  psprintf("SELECT %s FROM workflow.job_queue j"
 										   " WHERE j.id" OP("=") "ANY ($1)"
 										   " ORDER BY j.id FOR NO KEY UPDATE",
 										   job_state_columns));
+		nowait_sql = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("%s NOWAIT", sql));
+	}
 	values[0] = WfArray(ids, NULL, n, UUIDOID);
-	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	if (WfHoldsLateLocks())
+		WfExecuteNowait(&nowait_plan, nowait_sql, 1, types, values, NULL);
+	else
+		WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
 
 	/* both sides are sorted by id: merge */
 	for (int i = 0; i < n; i++)
@@ -829,15 +879,20 @@ LockBatch(BatchItem *items, int n, JobState *jobs)
 
 /*
  * LockBatchSteps takes the step rows and then the release locks of the
- * jobs about to finish, in the DESIGN.md order, before any job is written.
+ * jobs about to become terminal (finish[i]), in the DESIGN.md order,
+ * before any job is written.  Retries need neither.
  */
 static void
 LockBatchSteps(JobState *jobs, bool *finish, int n)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr nowait_plan = NULL;
 	static const char *sql =
 		"SELECT s.id FROM workflow.workflow_steps s"
 		" WHERE s.id" OP("=") "ANY ($1) ORDER BY s.id FOR NO KEY UPDATE";
+	static const char *nowait_sql =
+		"SELECT s.id FROM workflow.workflow_steps s"
+		" WHERE s.id" OP("=") "ANY ($1) ORDER BY s.id FOR NO KEY UPDATE NOWAIT";
 	static const Oid types[1] = {UUIDARRAYOID};
 	Datum	   *steps = palloc(sizeof(Datum) * n);
 	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * n);
@@ -856,7 +911,10 @@ LockBatchSteps(JobState *jobs, bool *finish, int n)
 	if (nsteps > 0)
 	{
 		values[0] = WfArray(steps, NULL, nsteps, UUIDOID);
-		WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+		if (WfHoldsLateLocks())
+			WfExecuteNowait(&nowait_plan, nowait_sql, 1, types, values, NULL);
+		else
+			WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
 	}
 	qsort(runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
 	for (int i = 0; i < nruns; i++)
@@ -910,6 +968,7 @@ workflow_complete_jobs(PG_FUNCTION_ARGS)
 	JobState   *jobs;
 	bool	   *finish;
 	bool	   *returned;
+	int			defer;
 
 	WfRequireReadCommitted();
 	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
@@ -968,23 +1027,31 @@ workflow_complete_jobs(PG_FUNCTION_ARGS)
 	}
 
 	LockBatchSteps(jobs, finish, n);
+	defer = WfDeferDepth();
 	WfDeferFinishBegin();
-	for (int i = 0; i < n; i++)
+	PG_TRY();
 	{
-		int			k = items[i].index;
-		Datum		values[2];
-		char		nulls[2] = "  ";
+		for (int i = 0; i < n; i++)
+		{
+			int			k = items[i].index;
+			Datum		values[2];
+			char		nulls[2] = "  ";
 
-		if (!finish[i])
-			continue;
-		values[0] = UUIDPGetDatum(&items[i].id);
-		if (outputs == NULL || output_nulls[k])
-			nulls[1] = 'n';
-		else
-			values[1] = outputs[k];
-		WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+			if (!finish[i])
+				continue;
+			values[0] = UUIDPGetDatum(&items[i].id);
+			if (outputs == NULL || output_nulls[k])
+				nulls[1] = 'n';
+			else
+				values[1] = outputs[k];
+			WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+		}
 	}
-	WfDeferFinishEnd();
+	PG_FINALLY();
+	{
+		WfDeferRestore(defer);
+	}
+	PG_END_TRY();
 	WfFinishPending();
 	SPI_finish();
 
@@ -1010,7 +1077,9 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 	BatchItem  *items;
 	JobState   *jobs;
 	bool	   *finish;
+	bool	   *terminal;
 	bool	   *returned;
+	int			defer;
 
 	WfRequireReadCommitted();
 	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
@@ -1043,6 +1112,7 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 	}
 	jobs = palloc(sizeof(JobState) * n);
 	finish = palloc0(sizeof(bool) * n);
+	terminal = palloc0(sizeof(bool) * n);
 	returned = palloc0(sizeof(bool) * n);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -1071,19 +1141,30 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 		returned[i] = true;
 	}
 
-	LockBatchSteps(jobs, finish, n);
-	WfDeferFinishBegin();
 	for (int i = 0; i < n; i++)
+		terminal[i] = finish[i] &&
+			(!retryable || jobs[i].attempt >= jobs[i].max_attempts);
+	LockBatchSteps(jobs, terminal, n);
+	defer = WfDeferDepth();
+	WfDeferFinishBegin();
+	PG_TRY();
 	{
-		int			k = items[i].index;
+		for (int i = 0; i < n; i++)
+		{
+			int			k = items[i].index;
 
-		if (!finish[i])
-			continue;
-		FailJobRow(&jobs[i], codes[k],
-				   message_strs[k] ? CStringGetTextDatum(message_strs[k]) : (Datum) 0,
-				   message_strs[k] == NULL, retryable);
+			if (!finish[i])
+				continue;
+			FailJobRow(&jobs[i], codes[k],
+					   message_strs[k] ? CStringGetTextDatum(message_strs[k]) : (Datum) 0,
+					   message_strs[k] == NULL, retryable);
+		}
 	}
-	WfDeferFinishEnd();
+	PG_FINALLY();
+	{
+		WfDeferRestore(defer);
+	}
+	PG_END_TRY();
 	WfFinishPending();
 	SPI_finish();
 

@@ -20,53 +20,88 @@
 #include "commands/async.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
+#include "access/xact.h"
 #include "utils/memutils.h"
 
 #include "workflow.h"
 
+/*
+ * Counter changes are kept as records in the order they were made, each
+ * tagged with the subtransaction that made it, so that a rolled-back
+ * savepoint drops exactly its own changes.  Consecutive changes to one run
+ * in one subtransaction share a record.
+ */
 typedef struct RunDeltaEntry
 {
-	pg_uuid_t	run_id;			/* hash key */
+	pg_uuid_t	run_id;
+	SubTransactionId subid;
 	int32		delta[WF_NUM_COUNTERS];
 } RunDeltaEntry;
 
-static HTAB *run_deltas = NULL;
+static RunDeltaEntry *run_deltas = NULL;
+static int	n_run_deltas = 0;
+static int	max_run_deltas = 0;
 
 /* WfRunDeltasReset forgets collected deltas (their memory is reset). */
 void
 WfRunDeltasReset(void)
 {
 	run_deltas = NULL;
+	n_run_deltas = 0;
+	max_run_deltas = 0;
+}
+
+/* WfRunDeltasAbortSub drops the deltas made in an aborted subtransaction. */
+void
+WfRunDeltasAbortSub(SubTransactionId subid)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_run_deltas; i++)
+		if (run_deltas[i].subid < subid)
+			run_deltas[kept++] = run_deltas[i];
+	n_run_deltas = kept;
 }
 
 bool
 WfHasRunDeltas(void)
 {
-	return run_deltas != NULL && hash_get_num_entries(run_deltas) > 0;
+	return n_run_deltas > 0;
 }
 
 /* WfRunDeltaAdd adds delta to one counter of a run. */
 void
 WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter, int32 delta)
 {
+	SubTransactionId subid = GetCurrentSubTransactionId();
 	RunDeltaEntry *entry;
-	bool		found;
 
-	if (run_deltas == NULL)
+	if (n_run_deltas > 0)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(pg_uuid_t);
-		ctl.entrysize = sizeof(RunDeltaEntry);
-		ctl.hcxt = WfPendingContext();
-		run_deltas = hash_create("workflow run deltas", 16, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		entry = &run_deltas[n_run_deltas - 1];
+		if (entry->subid == subid && WfUuidCompare(&entry->run_id, run_id) == 0)
+		{
+			entry->delta[counter] += delta;
+			return;
+		}
 	}
-	entry = hash_search(run_deltas, run_id, HASH_ENTER, &found);
-	if (!found)
-		memset(entry->delta, 0, sizeof(entry->delta));
-	entry->delta[counter] += delta;
+	if (n_run_deltas == max_run_deltas)
+	{
+		MemoryContext old = MemoryContextSwitchTo(WfPendingContext());
+
+		max_run_deltas = max_run_deltas == 0 ? 16 : max_run_deltas * 2;
+		if (run_deltas == NULL)
+			run_deltas = palloc(sizeof(RunDeltaEntry) * max_run_deltas);
+		else
+			run_deltas = repalloc(run_deltas,
+								  sizeof(RunDeltaEntry) * max_run_deltas);
+		MemoryContextSwitchTo(old);
+	}
+	entry = &run_deltas[n_run_deltas++];
+	entry->run_id = *run_id;
+	entry->subid = subid;
+	memset(entry->delta, 0, sizeof(entry->delta));
+	entry->delta[counter] = delta;
 }
 
 /*
@@ -191,36 +226,60 @@ WfApplyRunDelta(const RunDeltaEntry *entry)
 /*
  * WfApplyRunDeltas writes every collected run change, in ascending run id
  * so that two statements touching the same runs never wait on each other
- * in a cycle.
+ * in a cycle.  A transaction that already holds run rows from an earlier
+ * call takes the new ones NOWAIT (see WfHoldsLateLocks).
  */
 void
 WfApplyRunDeltas(void)
 {
-	HASH_SEQ_STATUS seq;
-	RunDeltaEntry *entry;
+	static SPIPlanPtr lock_plan = NULL;
+	static const char *lock_sql =
+		"SELECT 1 FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1"
+		" FOR NO KEY UPDATE NOWAIT";
+	static const Oid lock_types[1] = {UUIDOID};
 	RunDeltaEntry *entries;
-	long		n;
-	long		i = 0;
+	int			n = n_run_deltas;
+	int			nruns = 0;
+	bool		late = WfHoldsLateLocks();
 
-	if (!WfHasRunDeltas())
+	if (n == 0)
 		return;
 
-	n = hash_get_num_entries(run_deltas);
 	entries = palloc(sizeof(RunDeltaEntry) * n);
-	hash_seq_init(&seq, run_deltas);
-	while ((entry = hash_seq_search(&seq)) != NULL)
-		entries[i++] = *entry;
-	run_deltas = NULL;
+	memcpy(entries, run_deltas, sizeof(RunDeltaEntry) * n);
+	WfRunDeltasReset();
 	qsort(entries, n, sizeof(RunDeltaEntry), WfUuidCmpQsort);
 
-	for (i = 0; i < n; i++)
+	/* sum the records of each run into its first one */
+	for (int i = 0; i < n; i++)
+	{
+		if (nruns > 0 &&
+			WfUuidCompare(&entries[nruns - 1].run_id, &entries[i].run_id) == 0)
+		{
+			for (int c = 0; c < WF_NUM_COUNTERS; c++)
+				entries[nruns - 1].delta[c] += entries[i].delta[c];
+		}
+		else
+			entries[nruns++] = entries[i];
+	}
+
+	for (int i = 0; i < nruns; i++)
 	{
 		bool		changed = false;
 
 		for (int c = 0; c < WF_NUM_COUNTERS; c++)
 			changed |= entries[i].delta[c] != 0;
-		if (changed)
-			WfApplyRunDelta(&entries[i]);
+		if (!changed)
+			continue;
+		if (late)
+		{
+			Datum		values[1];
+
+			values[0] = UUIDPGetDatum(&entries[i].run_id);
+			WfExecuteNowait(&lock_plan, lock_sql, 1, lock_types, values, NULL);
+		}
+		WfApplyRunDelta(&entries[i]);
+		WfNoteLateLocks();
 	}
 	pfree(entries);
 }

@@ -63,6 +63,19 @@ WfDeferReset(void)
 	defer_depth = 0;
 }
 
+int
+WfDeferDepth(void)
+{
+	return defer_depth;
+}
+
+/* WfDeferRestore puts back the depth saved before a batch, on any exit. */
+void
+WfDeferRestore(int depth)
+{
+	defer_depth = depth;
+}
+
 static Datum
 GetColumn(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
 {
@@ -115,14 +128,12 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfEngineWriteBegin();
 	if (strcmp(new_status, "RUNNING") == 0)
 		SyncStepClaimed(&step_id, newtup, desc);
 	else if (strcmp(new_status, "QUEUED") == 0)
 		SyncStepRequeued(&step_id, newtup, desc);
 	else
 		SyncStepTerminal(&step_id, new_status, newtup, desc);
-	WfEngineWriteEnd();
 	SPI_finish();
 
 	return PointerGetDatum(NULL);
@@ -147,7 +158,7 @@ SyncStepClaimed(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
 	values[1] = GetColumn(newtup, desc, "started_at", &isnull);
 	if (isnull)
 		nulls[1] = 'n';
-	WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+	WfExecuteAsEngine(&plan, sql, 2, types, values, nulls);
 }
 
 /* A retried, released or reaped job's step is ENQUEUED again. */
@@ -173,7 +184,7 @@ SyncStepRequeued(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
 	values[2] = GetColumn(newtup, desc, "last_error_message", &isnull);
 	if (isnull)
 		nulls[2] = 'n';
-	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
+	WfExecuteAsEngine(&plan, sql, 3, types, values, nulls);
 }
 
 /*
@@ -223,7 +234,7 @@ SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
 	if (isnull)
 		nulls[5] = 'n';
 
-	WfExecute(&plan, sql, 6, types, values, nulls, false, 0);
+	WfExecuteAsEngine(&plan, sql, 6, types, values, nulls);
 	if (SPI_processed == 0)
 		return;
 	WfResultUuid(0, 1, &run_id);

@@ -18,6 +18,7 @@
 #include "mb/pg_wchar.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -105,26 +106,55 @@ WfRequireReadCommitted(void)
 
 /*
  * The guard trigger on workflow_steps lets a status change through only
- * while the engine is writing.  A failed statement leaves the depth set,
- * so the transaction callbacks clear it on abort.
+ * while the engine runs one of its own statements.  The depth is restored
+ * on the way out of an error, so a caught error leaves no way in.
  */
-void
-WfEngineWriteBegin(void)
+int
+WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
+				  const Oid *argtypes, Datum *values, const char *nulls)
 {
-	engine_write_depth++;
-}
+	int			depth = engine_write_depth;
+	int			ret;
 
-void
-WfEngineWriteEnd(void)
-{
-	if (engine_write_depth > 0)
-		engine_write_depth--;
+	engine_write_depth++;
+	PG_TRY();
+	{
+		ret = WfExecute(plan, sql, nargs, argtypes, values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		engine_write_depth = depth;
+	}
+	PG_END_TRY();
+	return ret;
 }
 
 bool
 WfEngineWriting(void)
 {
 	return engine_write_depth > 0;
+}
+
+/*
+ * A transaction that holds run rows (or a run's release lock exclusive)
+ * from an earlier call must not wait for locks in a later call: the
+ * holder of what it waits for may be waiting for that run row, which is
+ * the last lock of every other path.  Such waits become NOWAIT or a
+ * try-lock, and raise workflow.release_conflict.
+ */
+static LocalTransactionId late_locks_lxid = InvalidLocalTransactionId;
+
+void
+WfNoteLateLocks(void)
+{
+	late_locks_lxid = MyProc->lxid;
+}
+
+bool
+WfHoldsLateLocks(void)
+{
+	return late_locks_lxid == MyProc->lxid &&
+		late_locks_lxid != InvalidLocalTransactionId;
 }
 
 /*
@@ -180,15 +210,15 @@ WfXactCallback(XactEvent event, void *arg)
 }
 
 /*
- * A statement that failed inside a savepoint may have collected terminal
- * steps whose updates are now rolled back: forget them.
+ * A rolled-back savepoint takes back the step changes made inside it:
+ * forget what was collected there, and only that.
  */
 static void
 WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 				  SubTransactionId parentSubid, void *arg)
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
-		WfDiscardState();
+		WfPendingAbortSub(mySubid);
 }
 
 /*
@@ -206,6 +236,7 @@ WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
 	LOCKTAG		tag;
 	uint64		key = 0;
 	LockAcquireResult res;
+	bool		try_only = !wait || WfHoldsLateLocks();
 
 	for (int i = 8; i < UUID_LEN; i++)
 		key = (key << 8) | run_id->data[i];
@@ -213,8 +244,18 @@ WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
 						 (uint32) key, 1);
 	res = LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
-					  false, !wait);
-	return res != LOCKACQUIRE_NOT_AVAIL;
+					  false, try_only);
+	if (res != LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	if (!wait)
+		return false;
+	ereport(ERROR,
+			(errcode(WF_SQLSTATE_RETRY),
+			 errmsg(WF_RELEASE_CONFLICT ": the release lock of run %s is busy",
+					WfUuidString(run_id)),
+			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
+			 errhint("Retry the transaction, or make one engine call per transaction.")));
+	return false;				/* keep compiler quiet */
 }
 
 /*

@@ -55,19 +55,22 @@ extern int	wf_retry_base_delay_ms;
 extern int	wf_retry_max_delay_ms;
 
 extern void WfRequireReadCommitted(void);
-extern void WfEngineWriteBegin(void);
-extern void WfEngineWriteEnd(void);
 extern bool WfEngineWriting(void);
 extern MemoryContext WfPendingContext(void);
 extern void WfPendingReset(void);
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
+extern void WfNoteLateLocks(void);
+extern bool WfHoldsLateLocks(void);
 extern char *WfTruncateMessage(const char *message);
 
 /* spi_util.c: cached plans and SPI value helpers */
 extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
 					  const Oid *argtypes, Datum *values, const char *nulls,
 					  bool read_only, long count);
+extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
+							  const Oid *argtypes, Datum *values,
+							  const char *nulls);
 extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
 							const Oid *argtypes, Datum *values,
 							const char *nulls);
@@ -96,17 +99,21 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
+extern void WfPendingAbortSub(SubTransactionId subid);
 
 /* triggers.c: deferral of statement-end processing for batch calls */
 extern void WfDeferFinishBegin(void);
 extern void WfDeferFinishEnd(void);
 extern void WfDeferReset(void);
+extern int	WfDeferDepth(void);
+extern void WfDeferRestore(int depth);
 
 /* status.c: run counters, status recomputation, notification */
 extern void WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter,
 						  int32 delta);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
+extern void WfRunDeltasAbortSub(SubTransactionId subid);
 extern bool WfHasRunDeltas(void);
 extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 									  int32 blocked, int32 failed,
