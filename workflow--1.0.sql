@@ -304,3 +304,201 @@ CREATE TRIGGER workflow_steps_guard
     FOR EACH ROW
     WHEN (NEW.status IS DISTINCT FROM OLD.status)
     EXECUTE FUNCTION workflow.workflow_steps_guard();
+
+-- verify(): one row per broken invariant, nothing on a healthy database.
+-- It recomputes everything from the steps, edges and jobs themselves, never
+-- from the counters it checks.  Read-only; it scans whole runs, so it is a
+-- check to run on demand, not on an event path.
+CREATE FUNCTION workflow.verify(workflow_run_id uuid DEFAULT NULL)
+RETURNS TABLE (workflow_run_id uuid, step_key text, problem text,
+               expected text, actual text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $verify$
+WITH
+runs AS (
+    SELECT r.* FROM workflow.workflow_runs r
+     WHERE $1 IS NULL OR r.id = $1
+),
+steps AS (
+    SELECT s.*, r.status AS run_status,
+           (s.status = 'CANCELED' AND s.status_reason = 'workflow.run_canceled')
+               AS run_canceled
+      FROM workflow.workflow_steps s JOIN runs r ON r.id = s.workflow_run_id
+),
+-- dependency counters recomputed from the edges and the prerequisites
+deps AS (
+    SELECT d.id,
+           count(e.prerequisite_step_id)::int AS total,
+           (count(e.prerequisite_step_id) FILTER (
+               WHERE p.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')))::int AS pending,
+           (count(e.prerequisite_step_id) FILTER (
+               WHERE e.release_mode = 'ON_SUCCESS'
+                 AND p.status IN ('FAILED', 'CANCELED')))::int AS unsatisfied
+      FROM steps d
+      LEFT JOIN workflow.workflow_step_dependencies e
+             ON e.workflow_run_id = d.workflow_run_id AND e.dependent_step_id = d.id
+      LEFT JOIN workflow.workflow_steps p ON p.id = e.prerequisite_step_id
+     GROUP BY d.id
+),
+counts AS (
+    SELECT r.id,
+           count(s.id)::int AS total,
+           (count(s.id) FILTER (WHERE s.status IN ('ENQUEUED', 'RUNNING')))::int AS active,
+           (count(s.id) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS waiting,
+           (count(s.id) FILTER (WHERE s.status = 'BLOCKED'))::int AS blocked,
+           (count(s.id) FILTER (WHERE s.status = 'SUCCEEDED'))::int AS succeeded,
+           (count(s.id) FILTER (WHERE s.status = 'FAILED'))::int AS failed,
+           (count(s.id) FILTER (WHERE s.status = 'CANCELED'))::int AS canceled
+      FROM runs r LEFT JOIN workflow.workflow_steps s ON s.workflow_run_id = r.id
+     GROUP BY r.id
+),
+derived AS (
+    SELECT c.*,
+           CASE WHEN c.active > 0 THEN 'RUNNING'
+                WHEN c.waiting > 0 THEN 'WAITING_FOR_EXTERNAL'
+                WHEN c.blocked > 0 THEN 'RUNNING'
+                WHEN c.failed > 0 OR c.canceled > 0 THEN 'COMPLETED_WITH_ERRORS'
+                ELSE 'SUCCEEDED' END AS status
+      FROM counts c
+),
+jobs AS (
+    SELECT j.* FROM workflow.job_queue j
+     WHERE j.workflow_step_id IS NOT NULL
+       AND ($1 IS NULL OR j.workflow_run_id = $1)
+)
+-- step dependency counters
+SELECT s.workflow_run_id, s.step_key, 'dependency_count_total', d.total::text,
+       s.dependency_count_total::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.dependency_count_total <> d.total
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'dependency_count_pending',
+       CASE WHEN s.status = 'BLOCKED' THEN d.pending ELSE 0 END::text,
+       s.dependency_count_pending::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE NOT s.run_canceled
+   AND s.dependency_count_pending <> CASE WHEN s.status = 'BLOCKED' THEN d.pending ELSE 0 END
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'dependency_count_unsatisfied', d.unsatisfied::text,
+       s.dependency_count_unsatisfied::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE NOT s.run_canceled AND s.dependency_count_unsatisfied <> d.unsatisfied
+UNION ALL
+-- a step's status agrees with its prerequisites
+SELECT s.workflow_run_id, s.step_key, 'blocked step with no pending prerequisite',
+       'a pending prerequisite', 'none'
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.status = 'BLOCKED' AND d.pending = 0
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step released before its prerequisites finished',
+       'BLOCKED', s.status::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.status <> 'BLOCKED' AND NOT s.run_canceled AND d.pending > 0
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step released although a prerequisite did not succeed',
+       'CANCELED', s.status::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.released_at IS NOT NULL AND d.unsatisfied > 0
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step canceled for an unsatisfied dependency that is satisfied',
+       'released', s.status::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.status_reason = 'workflow.dependency_unsatisfied' AND d.unsatisfied = 0
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'finished prerequisites left the step unreleased',
+       'released or canceled', s.status::text
+  FROM steps s JOIN deps d ON d.id = s.id
+ WHERE s.status = 'BLOCKED' AND d.pending = 0 AND s.run_status <> 'CANCELED'
+UNION ALL
+-- run counters against the steps
+SELECT r.id, NULL, 'run counter ' || v.name, v.expected::text, v.actual::text
+  FROM runs r JOIN derived c ON c.id = r.id,
+       LATERAL (VALUES ('steps_total', c.total, r.steps_total),
+                       ('steps_active', c.active, r.steps_active),
+                       ('steps_waiting', c.waiting, r.steps_waiting),
+                       ('steps_blocked', c.blocked, r.steps_blocked),
+                       ('steps_succeeded', c.succeeded, r.steps_succeeded),
+                       ('steps_failed', c.failed, r.steps_failed),
+                       ('steps_canceled', c.canceled, r.steps_canceled))
+               AS v(name, expected, actual)
+ WHERE v.expected <> v.actual
+UNION ALL
+-- run status, result and finished_at against the steps
+SELECT r.id, NULL, 'run status', c.status, r.status::text
+  FROM runs r JOIN derived c ON c.id = r.id
+ WHERE r.status <> 'CANCELED' AND r.status::text <> c.status
+UNION ALL
+SELECT r.id, NULL, 'canceled run with a live step', '0',
+       (c.active + c.waiting + c.blocked)::text
+  FROM runs r JOIN derived c ON c.id = r.id
+ WHERE r.status = 'CANCELED' AND c.active + c.waiting + c.blocked > 0
+UNION ALL
+SELECT r.id, NULL, 'run finished_at',
+       CASE WHEN r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
+            THEN 'set' ELSE 'null' END,
+       CASE WHEN r.finished_at IS NULL THEN 'null' ELSE 'set' END
+  FROM runs r
+ WHERE (r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED'))
+       <> (r.finished_at IS NOT NULL)
+UNION ALL
+SELECT r.id, r.result_step_key, 'run result',
+       coalesce((SELECT s.output::text FROM workflow.workflow_steps s
+                  WHERE r.status = 'SUCCEEDED' AND s.workflow_run_id = r.id
+                    AND s.step_key = r.result_step_key), 'null'),
+       coalesce(r.result::text, 'null')
+  FROM runs r
+ WHERE r.result IS DISTINCT FROM
+       (SELECT s.output FROM workflow.workflow_steps s
+         WHERE r.status = 'SUCCEEDED' AND s.workflow_run_id = r.id
+           AND s.step_key = r.result_step_key)
+UNION ALL
+-- step -> job linkage
+SELECT s.workflow_run_id, s.step_key, 'released job step without its job', 'one job', 'none'
+  FROM steps s
+ WHERE s.execution_kind = 'JOB' AND s.released_at IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM workflow.job_queue j
+                    WHERE j.id = s.job_id AND j.workflow_step_id = s.id
+                      AND j.workflow_run_id = s.workflow_run_id)
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step with more than one job', '1', count(*)::text
+  FROM steps s JOIN workflow.job_queue j ON j.workflow_step_id = s.id
+ GROUP BY s.workflow_run_id, s.step_key
+HAVING count(*) > 1
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step has a job it should not have', 'none',
+       s.job_id::text
+  FROM steps s
+ WHERE s.job_id IS NOT NULL
+   AND (s.execution_kind = 'EXTERNAL' OR s.released_at IS NULL)
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'released step without released_at', 'set', 'null'
+  FROM steps s
+ WHERE s.released_at IS NULL AND s.status NOT IN ('BLOCKED', 'CANCELED')
+UNION ALL
+-- job -> step linkage and status
+SELECT j.workflow_run_id, s.step_key, 'job not linked from its step',
+       'step.job_id = the job', CASE WHEN s.id IS NULL THEN 'no such step'
+                                     ELSE 'another job or none' END
+  FROM jobs j
+  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
+ WHERE s.id IS NULL OR s.job_id IS DISTINCT FROM j.id
+    OR s.workflow_run_id IS DISTINCT FROM j.workflow_run_id
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'job status against step status',
+       CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END,
+       s.status::text
+  FROM jobs j JOIN steps s ON s.id = j.workflow_step_id AND s.job_id = j.id
+ WHERE NOT s.run_canceled
+   AND s.status::text <> CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'live job in a canceled step', 'CANCELED', j.status::text
+  FROM jobs j JOIN steps s ON s.id = j.workflow_step_id
+ WHERE s.run_canceled AND j.status IN ('QUEUED', 'RUNNING')
+UNION ALL
+SELECT r.id, s.step_key, 'live job in a finished run', 'no live job', j.status::text
+  FROM runs r JOIN jobs j ON j.workflow_run_id = r.id
+  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
+ WHERE r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
+   AND j.status IN ('QUEUED', 'RUNNING')
+$verify$;

@@ -224,3 +224,6 @@ SELECT count(*) AS advisory_locks FROM pg_locks
  WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 COMMIT;
 SELECT * FROM pg_temp.steps(:'r12');
+
+-- every invariant holds at the end
+SELECT * FROM workflow.verify();

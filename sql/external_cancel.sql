@@ -93,3 +93,6 @@ SELECT pg_temp.ext(:'scoped', 'x', 'SUCCEEDED', NULL, NULL, NULL, NULL,
                    '00000000-0000-0000-0000-00000000000d');
 SELECT pg_temp.ext(:'scoped', 'x', 'SUCCEEDED');
 SELECT status FROM workflow.workflow_runs WHERE id = :'scoped';
+
+-- every invariant holds at the end
+SELECT * FROM workflow.verify();

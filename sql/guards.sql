@@ -72,3 +72,6 @@ DROP OPERATOR public.= (uuid, uuid);
 DROP FUNCTION public.uuid_eq_always(uuid, uuid);
 DROP FUNCTION public.statement_timestamp();
 DROP TABLE public.job_queue;
+
+-- the deleted job of a finished step shows up in verify()
+SELECT step_key, problem, expected, actual FROM workflow.verify();

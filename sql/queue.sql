@@ -227,3 +227,6 @@ CREATE TEMP TABLE big AS SELECT jsonb_build_object('x', repeat('ab', 600000)) AS
 SELECT pg_column_size(p) < 1048576 AS stored_small, octet_length(p::text) > 1048576 AS large
   FROM big;
 SELECT pg_temp.err($$SELECT workflow.enqueue('big', p) FROM big$$);
+
+-- every invariant holds at the end
+SELECT * FROM workflow.verify();

@@ -116,3 +116,6 @@ SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t"}]}',
 SELECT count(*) AS runs_with_key FROM workflow.workflow_runs WHERE idempotency_key = 'key-1';
 SELECT count(*) AS jobs_of_key_runs FROM workflow.job_queue j
   JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id WHERE r.idempotency_key = 'key-1';
+
+-- every invariant holds at the end
+SELECT * FROM workflow.verify();
