@@ -11,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(228);
+SELECT plan(232);
 
 CREATE SCHEMA wf_tap;
 
@@ -231,9 +231,10 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
     ('cancel_run', ARRAY['uuid', 'text', 'uuid'], 'workflow.run_status',
      'workflow_run_id uuid, reason text DEFAULT NULL::text, '
      'organization_id uuid DEFAULT NULL::uuid'),
-    ('uuid_v7', ARRAY[]::name[], 'uuid', '');
+    ('uuid_v7', ARRAY[]::name[], 'uuid', ''),
+    ('verify', ARRAY['uuid'], 'setof record', 'workflow_run_id uuid DEFAULT NULL::uuid');
 
--- 14 functions: has_function, function_returns, then the argument list.
+-- 15 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -269,7 +270,15 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          14, 'all 14 API functions are present and not STRICT');
+          15, 'all 15 API functions are present and not STRICT');
+
+-- verify() reads only: it is STABLE and returns the documented columns.
+SELECT is((SELECT p.provolatile::text || ':' ||
+                  pg_catalog.pg_get_function_result(p.oid)
+             FROM pg_catalog.pg_proc p
+            WHERE p.oid = 'workflow.verify(uuid)'::regprocedure),
+          's:TABLE(workflow_run_id uuid, step_key text, problem text, expected text, actual text)',
+          'verify() is STABLE and returns (workflow_run_id, step_key, problem, expected, actual)');
 
 -- A NULL argument raises instead of returning NULL (what STRICT would do).
 SELECT throws_ok($$SELECT workflow.heartbeat(NULL, NULL)$$, '22023', NULL,
