@@ -30,7 +30,7 @@ include $(PGXS)
 
 $(OBJS): src/workflow.h src/errors.h
 
-.PHONY: test demo prove
+.PHONY: test demo prove bench
 # Every suite against throwaway clusters; ends with "N passed, N failed".
 test:
 	bash scripts/test.sh
@@ -38,6 +38,10 @@ test:
 # A project-local cluster running two real workflows with real workers.
 demo:
 	bash scripts/demo.sh
+
+# The benchmark suite: its own cluster, ratios against pgbench -N.
+bench:
+	bash bench/run.sh
 
 # pgTAP contract tests against the cluster in PGHOST/PGPORT.
 prove:
