@@ -44,11 +44,6 @@ RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
 Datum
 workflow_cancel_run(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr run_plan = NULL;
-	static const char *run_sql =
-		"SELECT r.organization_id, r.status::pg_catalog.text"
-		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
-	static const Oid run_types[1] = {UUIDOID};
 	static SPIPlanPtr lock_plan = NULL;
 	static SPIPlanPtr relock_plan = NULL;
 	static char *relock_sql = NULL;
@@ -102,20 +97,8 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
+	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
-	if (SPI_processed == 0)
-		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
-				 WfUuidString(run_id));
-	if (!PG_ARGISNULL(2))
-	{
-		pg_uuid_t	run_org;
-
-		if (!WfResultUuid(0, 1, &run_org) ||
-			WfUuidCompare(&run_org, PG_GETARG_UUID_P(2)) != 0)
-			wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND,
-					 "run %s does not exist", WfUuidString(run_id));
-	}
 
 	/* 1. live jobs, then 2. the release lock exclusive */
 	if (relock_sql == NULL)
@@ -130,11 +113,7 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	WfNoteLateLocks();
 
 	/* 3. only now is the run's status final for us to judge */
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
-	if (SPI_processed != 1)
-		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
-				 WfUuidString(run_id));
-	status = WfResultText(0, 2);
+	status = WfFindRun(run_id, NULL);
 	if (strcmp(status, "CANCELED") == 0)
 	{
 		SPI_finish();

@@ -46,11 +46,6 @@ OptionalText(FunctionCallInfo fcinfo, int n)
 Datum
 workflow_complete_external_step(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr run_plan = NULL;
-	static const char *run_sql =
-		"SELECT r.organization_id FROM workflow.workflow_runs r"
-		" WHERE r.id" OP("=") "$1";
-	static const Oid run_types[1] = {UUIDOID};
 	static SPIPlanPtr step_plan = NULL;
 	static const char *step_sql =
 		"SELECT s.* FROM workflow.workflow_steps s"
@@ -104,21 +99,8 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	/* another organization's run is reported as missing */
+	WfFindRun(run_id, PG_ARGISNULL(7) ? NULL : PG_GETARG_UUID_P(7));
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 1);
-	if (SPI_processed == 0)
-		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
-				 WfUuidString(run_id));
-	if (!PG_ARGISNULL(7))
-	{
-		pg_uuid_t	run_org;
-
-		if (!WfResultUuid(0, 1, &run_org) ||
-			WfUuidCompare(&run_org, PG_GETARG_UUID_P(7)) != 0)
-			wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND,
-					 "run %s does not exist", WfUuidString(run_id));
-	}
-
 	values[1] = CStringGetTextDatum(step_key);
 	if (WfHoldsLateLocks())
 		WfExecuteNowait(&step_nowait_plan, step_nowait_sql, 2, step_types,

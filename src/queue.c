@@ -946,9 +946,119 @@ BatchResult(FunctionCallInfo fcinfo, BatchItem *items, bool *returned, int n)
 	}
 }
 
-/* workflow_complete_jobs completes many jobs in one transaction. */
-Datum
-workflow_complete_jobs(PG_FUNCTION_ARGS)
+/*
+ * A batch call's state: the caller's jobs sorted by id with their locked
+ * state, and which of them it writes (finish) and returns (returned).
+ */
+typedef struct Batch
+{
+	int			n;
+	BatchItem  *items;
+	JobState   *jobs;			/* jobs[i] belongs to items[i] */
+	Datum	   *tokens;			/* by the caller's index */
+	bool	   *finish;
+	bool	   *returned;
+	void	   *arg;			/* the call's own arrays */
+} Batch;
+
+/* Whether jobs[i], not RUNNING under its token, was finished by this very call before. */
+typedef bool (*BatchRepeatFn) (const Batch *batch, int i, int k);
+/* Writes jobs[i] (caller's index k). */
+typedef void (*BatchWriteFn) (const Batch *batch, int i, int k);
+
+/*
+ * BatchLockAndClassify locks the jobs (ascending id) and decides each
+ * one: not found raises; canceled or lease lost is skipped; an identical
+ * repeat is returned without a write; anything else not RUNNING raises
+ * job.not_running.  The caller is connected to SPI.
+ */
+static void
+BatchLockAndClassify(Batch *batch, Datum *ids, int n, BatchRepeatFn is_repeat)
+{
+	batch->n = n;
+	batch->items = palloc(sizeof(BatchItem) * n);
+	for (int i = 0; i < n; i++)
+	{
+		memcpy(&batch->items[i].id, DatumGetUUIDP(ids[i]), sizeof(pg_uuid_t));
+		batch->items[i].index = i;
+	}
+	batch->jobs = palloc(sizeof(JobState) * n);
+	batch->finish = palloc0(sizeof(bool) * n);
+	batch->returned = palloc0(sizeof(bool) * n);
+
+	LockBatch(batch->items, n, batch->jobs);
+	for (int i = 0; i < n; i++)
+	{
+		JobState   *job = &batch->jobs[i];
+		int			k = batch->items[i].index;
+		pg_uuid_t  *token = DatumGetUUIDP(batch->tokens[k]);
+
+		if (!job->found)
+			CheckWorkerJob(job, token, false);
+		if (CheckWorkerJob(job, token, true))
+		{
+			batch->finish[i] = true;
+			batch->returned[i] = true;
+			continue;
+		}
+		/* canceled or lease lost: skipped, unless a quiet repeat */
+		if (strcmp(job->status, "CANCELED") == 0 || !job->has_token ||
+			WfUuidCompare(&job->lease_token, token) != 0)
+			continue;
+		if (!is_repeat(batch, i, k))
+			RaiseNotRunning(job);
+		batch->returned[i] = true;
+	}
+}
+
+/*
+ * BatchWrite takes the step rows and release locks of the jobs that
+ * become terminal, writes every job to finish, then runs the cascade and
+ * the run counters once for the whole batch.
+ */
+static void
+BatchWrite(Batch *batch, bool *terminal, BatchWriteFn write)
+{
+	int			defer;
+
+	LockBatchSteps(batch->jobs, terminal, batch->n);
+	defer = WfDeferDepth();
+	WfDeferFinishBegin();
+	PG_TRY();
+	{
+		for (int i = 0; i < batch->n; i++)
+			if (batch->finish[i])
+				write(batch, i, batch->items[i].index);
+	}
+	PG_FINALLY();
+	{
+		WfDeferRestore(defer);
+	}
+	PG_END_TRY();
+	WfFinishPending();
+}
+
+/* the caller's arrays of complete_jobs */
+typedef struct CompleteArgs
+{
+	Datum	   *outputs;		/* NULL when no outputs were passed */
+	bool	   *output_nulls;
+} CompleteArgs;
+
+static bool
+CompleteIsRepeat(const Batch *batch, int i, int k)
+{
+	CompleteArgs *args = batch->arg;
+	const JobState *job = &batch->jobs[i];
+	bool		out_null = args->outputs == NULL || args->output_nulls[k];
+
+	return strcmp(job->status, "SUCCEEDED") == 0 &&
+		WfJsonbEqual(job->output, job->output_null,
+					 out_null ? (Datum) 0 : args->outputs[k], out_null);
+}
+
+static void
+CompleteWrite(const Batch *batch, int i, int k)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -957,106 +1067,86 @@ workflow_complete_jobs(PG_FUNCTION_ARGS)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "$1";
 	static const Oid types[2] = {UUIDOID, JSONBOID};
+	CompleteArgs *args = batch->arg;
+	Datum		values[2];
+	char		nulls[2] = "  ";
+
+	values[0] = UUIDPGetDatum(&batch->items[i].id);
+	values[1] = (Datum) 0;
+	if (args->outputs == NULL || args->output_nulls[k])
+		nulls[1] = 'n';
+	else
+		values[1] = args->outputs[k];
+	WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+}
+
+/* workflow_complete_jobs completes many jobs in one transaction. */
+Datum
+workflow_complete_jobs(PG_FUNCTION_ARGS)
+{
 	Datum	   *ids;
 	bool	   *id_nulls;
-	Datum	   *tokens;
 	bool	   *token_nulls;
-	Datum	   *outputs = NULL;
-	bool	   *output_nulls = NULL;
+	CompleteArgs args = {NULL, NULL};
+	Batch		batch;
 	int			n;
-	BatchItem  *items;
-	JobState   *jobs;
-	bool	   *finish;
-	bool	   *returned;
-	int			defer;
 
 	WfRequireReadCommitted();
 	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
-	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &tokens, &token_nulls, n);
+	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &batch.tokens,
+				   &token_nulls, n);
 	if (!PG_ARGISNULL(2))
-		DeconstructArg(fcinfo, 2, "outputs", JSONBOID, &outputs, &output_nulls, n);
+		DeconstructArg(fcinfo, 2, "outputs", JSONBOID, &args.outputs,
+					   &args.output_nulls, n);
 	for (int i = 0; i < n; i++)
 	{
 		if (id_nulls[i] || token_nulls[i])
 			wf_invalid_argument("job_ids and lease_tokens must not contain NULL");
-		if (outputs != NULL && !output_nulls[i])
-			CheckJsonbSize(outputs[i], "output");
+		if (args.outputs != NULL && !args.output_nulls[i])
+			CheckJsonbSize(args.outputs[i], "output");
 	}
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (n == 0)
 		return (Datum) 0;
 
-	items = palloc(sizeof(BatchItem) * n);
-	for (int i = 0; i < n; i++)
-	{
-		memcpy(&items[i].id, DatumGetUUIDP(ids[i]), sizeof(pg_uuid_t));
-		items[i].index = i;
-	}
-	jobs = palloc(sizeof(JobState) * n);
-	finish = palloc0(sizeof(bool) * n);
-	returned = palloc0(sizeof(bool) * n);
-
+	batch.arg = &args;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	LockBatch(items, n, jobs);
-	for (int i = 0; i < n; i++)
-	{
-		int			k = items[i].index;
-		bool		out_null = outputs == NULL || output_nulls[k];
-		Datum		out = out_null ? (Datum) 0 : outputs[k];
-
-		if (!jobs[i].found)
-			CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), false);
-		if (!CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), true))
-		{
-			/* canceled or lease lost: skipped, unless a quiet repeat */
-			if (jobs[i].status != NULL &&
-				strcmp(jobs[i].status, "CANCELED") != 0 && jobs[i].has_token &&
-				WfUuidCompare(&jobs[i].lease_token, DatumGetUUIDP(tokens[k])) == 0)
-			{
-				if (strcmp(jobs[i].status, "SUCCEEDED") != 0 ||
-					!WfJsonbEqual(jobs[i].output, jobs[i].output_null, out, out_null))
-					RaiseNotRunning(&jobs[i]);
-				returned[i] = true;
-			}
-			continue;
-		}
-		finish[i] = true;
-		returned[i] = true;
-	}
-
-	LockBatchSteps(jobs, finish, n);
-	defer = WfDeferDepth();
-	WfDeferFinishBegin();
-	PG_TRY();
-	{
-		for (int i = 0; i < n; i++)
-		{
-			int			k = items[i].index;
-			Datum		values[2];
-			char		nulls[2] = "  ";
-
-			if (!finish[i])
-				continue;
-			values[0] = UUIDPGetDatum(&items[i].id);
-			if (outputs == NULL || output_nulls[k])
-				nulls[1] = 'n';
-			else
-				values[1] = outputs[k];
-			WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
-		}
-	}
-	PG_FINALLY();
-	{
-		WfDeferRestore(defer);
-	}
-	PG_END_TRY();
-	WfFinishPending();
+	BatchLockAndClassify(&batch, ids, n, CompleteIsRepeat);
+	BatchWrite(&batch, batch.finish, CompleteWrite);
 	SPI_finish();
 
-	BatchResult(fcinfo, items, returned, n);
+	BatchResult(fcinfo, batch.items, batch.returned, n);
 	return (Datum) 0;
+}
+
+/* the caller's arrays of fail_jobs */
+typedef struct FailArgs
+{
+	Datum	   *codes;
+	char	  **messages;		/* truncated, NULL where none */
+	bool		retryable;
+} FailArgs;
+
+static bool
+FailIsRepeat(const Batch *batch, int i, int k)
+{
+	FailArgs   *args = batch->arg;
+
+	return IsFailRepeat(&batch->jobs[i], TextDatumGetCString(args->codes[k]),
+						args->messages[k]);
+}
+
+static void
+FailWrite(const Batch *batch, int i, int k)
+{
+	FailArgs   *args = batch->arg;
+	char	   *message = args->messages[k];
+
+	FailJobRow(&batch->jobs[i], args->codes[k],
+			   message ? CStringGetTextDatum(message) : (Datum) 0,
+			   message == NULL, args->retryable);
 }
 
 /* workflow_fail_jobs records failed attempts of many jobs at once. */
@@ -1065,38 +1155,33 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 {
 	Datum	   *ids;
 	bool	   *id_nulls;
-	Datum	   *tokens;
 	bool	   *token_nulls;
-	Datum	   *codes;
 	bool	   *code_nulls;
 	Datum	   *messages;
 	bool	   *message_nulls;
-	char	  **message_strs;
-	int			n;
-	bool		retryable;
-	BatchItem  *items;
-	JobState   *jobs;
-	bool	   *finish;
+	FailArgs	args;
+	Batch		batch;
 	bool	   *terminal;
-	bool	   *returned;
-	int			defer;
+	int			n;
 
 	WfRequireReadCommitted();
 	n = DeconstructArg(fcinfo, 0, "job_ids", UUIDOID, &ids, &id_nulls, -1);
-	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &tokens, &token_nulls, n);
-	DeconstructArg(fcinfo, 2, "error_codes", TEXTOID, &codes, &code_nulls, n);
-	DeconstructArg(fcinfo, 3, "error_messages", TEXTOID, &messages, &message_nulls, n);
+	DeconstructArg(fcinfo, 1, "lease_tokens", UUIDOID, &batch.tokens,
+				   &token_nulls, n);
+	DeconstructArg(fcinfo, 2, "error_codes", TEXTOID, &args.codes, &code_nulls, n);
+	DeconstructArg(fcinfo, 3, "error_messages", TEXTOID, &messages,
+				   &message_nulls, n);
 	if (PG_ARGISNULL(4))
 		wf_invalid_argument("retryable must not be null");
-	retryable = PG_GETARG_BOOL(4);
-	message_strs = palloc(sizeof(char *) * Max(n, 1));
+	args.retryable = PG_GETARG_BOOL(4);
+	args.messages = palloc(sizeof(char *) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		if (id_nulls[i] || token_nulls[i])
 			wf_invalid_argument("job_ids and lease_tokens must not contain NULL");
 		if (code_nulls[i])
 			wf_invalid_argument("error_codes must not contain NULL");
-		message_strs[i] = message_nulls[i] ? NULL :
+		args.messages[i] = message_nulls[i] ? NULL :
 			WfTruncateMessage(TextDatumGetCString(messages[i]));
 	}
 
@@ -1104,70 +1189,19 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 	if (n == 0)
 		return (Datum) 0;
 
-	items = palloc(sizeof(BatchItem) * n);
-	for (int i = 0; i < n; i++)
-	{
-		memcpy(&items[i].id, DatumGetUUIDP(ids[i]), sizeof(pg_uuid_t));
-		items[i].index = i;
-	}
-	jobs = palloc(sizeof(JobState) * n);
-	finish = palloc0(sizeof(bool) * n);
-	terminal = palloc0(sizeof(bool) * n);
-	returned = palloc0(sizeof(bool) * n);
-
+	batch.arg = &args;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	LockBatch(items, n, jobs);
+	BatchLockAndClassify(&batch, ids, n, FailIsRepeat);
+
+	/* retries take no step row and no release lock */
+	terminal = palloc0(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
-	{
-		int			k = items[i].index;
-		char	   *code = TextDatumGetCString(codes[k]);
-
-		if (!jobs[i].found)
-			CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), false);
-		if (!CheckWorkerJob(&jobs[i], DatumGetUUIDP(tokens[k]), true))
-		{
-			if (jobs[i].status != NULL &&
-				strcmp(jobs[i].status, "CANCELED") != 0 && jobs[i].has_token &&
-				WfUuidCompare(&jobs[i].lease_token, DatumGetUUIDP(tokens[k])) == 0)
-			{
-				if (!IsFailRepeat(&jobs[i], code, message_strs[k]))
-					RaiseNotRunning(&jobs[i]);
-				returned[i] = true;
-			}
-			continue;
-		}
-		finish[i] = true;
-		returned[i] = true;
-	}
-
-	for (int i = 0; i < n; i++)
-		terminal[i] = finish[i] &&
-			(!retryable || jobs[i].attempt >= jobs[i].max_attempts);
-	LockBatchSteps(jobs, terminal, n);
-	defer = WfDeferDepth();
-	WfDeferFinishBegin();
-	PG_TRY();
-	{
-		for (int i = 0; i < n; i++)
-		{
-			int			k = items[i].index;
-
-			if (!finish[i])
-				continue;
-			FailJobRow(&jobs[i], codes[k],
-					   message_strs[k] ? CStringGetTextDatum(message_strs[k]) : (Datum) 0,
-					   message_strs[k] == NULL, retryable);
-		}
-	}
-	PG_FINALLY();
-	{
-		WfDeferRestore(defer);
-	}
-	PG_END_TRY();
-	WfFinishPending();
+		terminal[i] = batch.finish[i] &&
+			(!args.retryable || batch.jobs[i].attempt >= batch.jobs[i].max_attempts);
+	BatchWrite(&batch, terminal, FailWrite);
 	SPI_finish();
 
-	BatchResult(fcinfo, items, returned, n);
+	BatchResult(fcinfo, batch.items, batch.returned, n);
 	return (Datum) 0;
 }

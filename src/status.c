@@ -105,6 +105,32 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter, int32 delta)
 }
 
 /*
+ * WfFindRun returns the status of a run the caller may see, read on a fresh
+ * snapshot.  A run of another organization (org non-NULL and different)
+ * is reported as missing, like a run that does not exist.
+ */
+char *
+WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT r.organization_id, r.status::pg_catalog.text"
+		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+	pg_uuid_t	run_org;
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 1);
+	if (SPI_processed != 1 ||
+		(org != NULL &&
+		 (!WfResultUuid(0, 1, &run_org) || WfUuidCompare(&run_org, org) != 0)))
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
+				 WfUuidString(run_id));
+	return WfResultText(0, 2);
+}
+
+/*
  * WfComputeRunStatus derives a live run's status from its counters (see
  * DESIGN.md): work in progress first, then waiting for the outside world,
  * then steps still blocked, then the outcome.

@@ -111,6 +111,7 @@ extern void WfDeferRestore(int depth);
 /* status.c: run counters, status recomputation, notification */
 extern void WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter,
 						  int32 delta);
+extern char *WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
 extern void WfRunDeltasAbortSub(SubTransactionId subid);
