@@ -316,123 +316,131 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $verify$
 WITH
-runs AS (
-    SELECT r.* FROM workflow.workflow_runs r
-     WHERE $1 IS NULL OR r.id = $1
-),
+-- each step with its dependency counters recomputed from the edges and the
+-- prerequisites' statuses (grouped by the step's primary key, so every
+-- check below reads one row per step and no two derived sets are joined)
 steps AS (
     SELECT s.*, r.status AS run_status,
            (s.status = 'CANCELED' AND s.status_reason = 'workflow.run_canceled')
-               AS run_canceled
-      FROM workflow.workflow_steps s JOIN runs r ON r.id = s.workflow_run_id
-),
--- dependency counters recomputed from the edges and the prerequisites
-deps AS (
-    SELECT d.id,
-           count(e.prerequisite_step_id)::int AS total,
+               AS run_canceled,
+           count(e.prerequisite_step_id)::int AS deps_total,
            (count(e.prerequisite_step_id) FILTER (
-               WHERE p.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')))::int AS pending,
+               WHERE p.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')))::int AS deps_pending,
            (count(e.prerequisite_step_id) FILTER (
                WHERE e.release_mode = 'ON_SUCCESS'
-                 AND p.status IN ('FAILED', 'CANCELED')))::int AS unsatisfied
-      FROM steps d
+                 AND p.status IN ('FAILED', 'CANCELED')))::int AS deps_unsatisfied
+      FROM workflow.workflow_steps s
+      JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id
       LEFT JOIN workflow.workflow_step_dependencies e
-             ON e.workflow_run_id = d.workflow_run_id AND e.dependent_step_id = d.id
+             ON e.workflow_run_id = s.workflow_run_id AND e.dependent_step_id = s.id
       LEFT JOIN workflow.workflow_steps p ON p.id = e.prerequisite_step_id
-     GROUP BY d.id
+     WHERE $1 IS NULL OR s.workflow_run_id = $1
+     GROUP BY s.id, r.status
 ),
-counts AS (
-    SELECT r.id,
-           count(s.id)::int AS total,
-           (count(s.id) FILTER (WHERE s.status IN ('ENQUEUED', 'RUNNING')))::int AS active,
-           (count(s.id) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS waiting,
-           (count(s.id) FILTER (WHERE s.status = 'BLOCKED'))::int AS blocked,
-           (count(s.id) FILTER (WHERE s.status = 'SUCCEEDED'))::int AS succeeded,
-           (count(s.id) FILTER (WHERE s.status = 'FAILED'))::int AS failed,
-           (count(s.id) FILTER (WHERE s.status = 'CANCELED'))::int AS canceled
-      FROM runs r LEFT JOIN workflow.workflow_steps s ON s.workflow_run_id = r.id
-     GROUP BY r.id
-),
-derived AS (
+-- each run with its step counts and the status they imply
+runs AS (
     SELECT c.*,
-           CASE WHEN c.active > 0 THEN 'RUNNING'
-                WHEN c.waiting > 0 THEN 'WAITING_FOR_EXTERNAL'
-                WHEN c.blocked > 0 THEN 'RUNNING'
-                WHEN c.failed > 0 OR c.canceled > 0 THEN 'COMPLETED_WITH_ERRORS'
-                ELSE 'SUCCEEDED' END AS status
-      FROM counts c
+           CASE WHEN c.n_active > 0 THEN 'RUNNING'
+                WHEN c.n_waiting > 0 THEN 'WAITING_FOR_EXTERNAL'
+                WHEN c.n_blocked > 0 THEN 'RUNNING'
+                WHEN c.n_failed > 0 OR c.n_canceled > 0 THEN 'COMPLETED_WITH_ERRORS'
+                ELSE 'SUCCEEDED' END AS derived_status,
+           (SELECT s.output FROM workflow.workflow_steps s
+             WHERE c.status = 'SUCCEEDED' AND s.workflow_run_id = c.id
+               AND s.step_key = c.result_step_key) AS derived_result
+      FROM (SELECT r.*,
+                   count(s.id)::int AS n_total,
+                   (count(s.id) FILTER (WHERE s.status IN ('ENQUEUED', 'RUNNING')))::int AS n_active,
+                   (count(s.id) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS n_waiting,
+                   (count(s.id) FILTER (WHERE s.status = 'BLOCKED'))::int AS n_blocked,
+                   (count(s.id) FILTER (WHERE s.status = 'SUCCEEDED'))::int AS n_succeeded,
+                   (count(s.id) FILTER (WHERE s.status = 'FAILED'))::int AS n_failed,
+                   (count(s.id) FILTER (WHERE s.status = 'CANCELED'))::int AS n_canceled
+              FROM workflow.workflow_runs r
+              LEFT JOIN workflow.workflow_steps s ON s.workflow_run_id = r.id
+             WHERE $1 IS NULL OR r.id = $1
+             GROUP BY r.id) c
 ),
+-- each step's job with the step it names (if any)
 jobs AS (
-    SELECT j.* FROM workflow.job_queue j
+    SELECT j.id, j.status, j.workflow_run_id, j.workflow_step_id,
+           s.id AS step_id, s.step_key, s.job_id AS step_job_id,
+           s.workflow_run_id AS step_run_id, s.status AS step_status,
+           (s.status = 'CANCELED' AND s.status_reason = 'workflow.run_canceled')
+               AS run_canceled,
+           r.status AS run_status
+      FROM workflow.job_queue j
+      LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
+      LEFT JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id
      WHERE j.workflow_step_id IS NOT NULL
        AND ($1 IS NULL OR j.workflow_run_id = $1)
 )
 -- step dependency counters
-SELECT s.workflow_run_id, s.step_key, 'dependency_count_total', d.total::text,
+SELECT s.workflow_run_id, s.step_key, 'dependency_count_total', s.deps_total::text,
        s.dependency_count_total::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.dependency_count_total <> d.total
+  FROM steps s
+ WHERE s.dependency_count_total <> s.deps_total
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'dependency_count_pending',
-       CASE WHEN s.status = 'BLOCKED' THEN d.pending ELSE 0 END::text,
+       CASE WHEN s.status = 'BLOCKED' THEN s.deps_pending ELSE 0 END::text,
        s.dependency_count_pending::text
-  FROM steps s JOIN deps d ON d.id = s.id
+  FROM steps s
  WHERE NOT s.run_canceled
-   AND s.dependency_count_pending <> CASE WHEN s.status = 'BLOCKED' THEN d.pending ELSE 0 END
+   AND s.dependency_count_pending <> CASE WHEN s.status = 'BLOCKED' THEN s.deps_pending ELSE 0 END
 UNION ALL
-SELECT s.workflow_run_id, s.step_key, 'dependency_count_unsatisfied', d.unsatisfied::text,
+SELECT s.workflow_run_id, s.step_key, 'dependency_count_unsatisfied', s.deps_unsatisfied::text,
        s.dependency_count_unsatisfied::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE NOT s.run_canceled AND s.dependency_count_unsatisfied <> d.unsatisfied
+  FROM steps s
+ WHERE NOT s.run_canceled AND s.dependency_count_unsatisfied <> s.deps_unsatisfied
 UNION ALL
 -- a step's status agrees with its prerequisites
 SELECT s.workflow_run_id, s.step_key, 'blocked step with no pending prerequisite',
        'a pending prerequisite', 'none'
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.status = 'BLOCKED' AND d.pending = 0
+  FROM steps s
+ WHERE s.status = 'BLOCKED' AND s.deps_pending = 0
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step released before its prerequisites finished',
        'BLOCKED', s.status::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.status <> 'BLOCKED' AND NOT s.run_canceled AND d.pending > 0
+  FROM steps s
+ WHERE s.status <> 'BLOCKED' AND NOT s.run_canceled AND s.deps_pending > 0
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step released although a prerequisite did not succeed',
        'CANCELED', s.status::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.released_at IS NOT NULL AND d.unsatisfied > 0
+  FROM steps s
+ WHERE s.released_at IS NOT NULL AND s.deps_unsatisfied > 0
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step canceled for an unsatisfied dependency that is satisfied',
        'released', s.status::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.status_reason = 'workflow.dependency_unsatisfied' AND d.unsatisfied = 0
+  FROM steps s
+ WHERE s.status_reason = 'workflow.dependency_unsatisfied' AND s.deps_unsatisfied = 0
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'finished prerequisites left the step unreleased',
        'released or canceled', s.status::text
-  FROM steps s JOIN deps d ON d.id = s.id
- WHERE s.status = 'BLOCKED' AND d.pending = 0 AND s.run_status <> 'CANCELED'
+  FROM steps s
+ WHERE s.status = 'BLOCKED' AND s.deps_pending = 0 AND s.run_status <> 'CANCELED'
 UNION ALL
 -- run counters against the steps
 SELECT r.id, NULL, 'run counter ' || v.name, v.expected::text, v.actual::text
-  FROM runs r JOIN derived c ON c.id = r.id,
-       LATERAL (VALUES ('steps_total', c.total, r.steps_total),
-                       ('steps_active', c.active, r.steps_active),
-                       ('steps_waiting', c.waiting, r.steps_waiting),
-                       ('steps_blocked', c.blocked, r.steps_blocked),
-                       ('steps_succeeded', c.succeeded, r.steps_succeeded),
-                       ('steps_failed', c.failed, r.steps_failed),
-                       ('steps_canceled', c.canceled, r.steps_canceled))
+  FROM runs r,
+       LATERAL (VALUES ('steps_total', r.n_total, r.steps_total),
+                       ('steps_active', r.n_active, r.steps_active),
+                       ('steps_waiting', r.n_waiting, r.steps_waiting),
+                       ('steps_blocked', r.n_blocked, r.steps_blocked),
+                       ('steps_succeeded', r.n_succeeded, r.steps_succeeded),
+                       ('steps_failed', r.n_failed, r.steps_failed),
+                       ('steps_canceled', r.n_canceled, r.steps_canceled))
                AS v(name, expected, actual)
  WHERE v.expected <> v.actual
 UNION ALL
 -- run status, result and finished_at against the steps
-SELECT r.id, NULL, 'run status', c.status, r.status::text
-  FROM runs r JOIN derived c ON c.id = r.id
- WHERE r.status <> 'CANCELED' AND r.status::text <> c.status
+SELECT r.id, NULL, 'run status', r.derived_status, r.status::text
+  FROM runs r
+ WHERE r.status <> 'CANCELED' AND r.status::text <> r.derived_status
 UNION ALL
 SELECT r.id, NULL, 'canceled run with a live step', '0',
-       (c.active + c.waiting + c.blocked)::text
-  FROM runs r JOIN derived c ON c.id = r.id
- WHERE r.status = 'CANCELED' AND c.active + c.waiting + c.blocked > 0
+       (r.n_active + r.n_waiting + r.n_blocked)::text
+  FROM runs r
+ WHERE r.status = 'CANCELED' AND r.n_active + r.n_waiting + r.n_blocked > 0
 UNION ALL
 SELECT r.id, NULL, 'run finished_at',
        CASE WHEN r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
@@ -443,15 +451,9 @@ SELECT r.id, NULL, 'run finished_at',
        <> (r.finished_at IS NOT NULL)
 UNION ALL
 SELECT r.id, r.result_step_key, 'run result',
-       coalesce((SELECT s.output::text FROM workflow.workflow_steps s
-                  WHERE r.status = 'SUCCEEDED' AND s.workflow_run_id = r.id
-                    AND s.step_key = r.result_step_key), 'null'),
-       coalesce(r.result::text, 'null')
+       coalesce(r.derived_result::text, 'null'), coalesce(r.result::text, 'null')
   FROM runs r
- WHERE r.result IS DISTINCT FROM
-       (SELECT s.output FROM workflow.workflow_steps s
-         WHERE r.status = 'SUCCEEDED' AND s.workflow_run_id = r.id
-           AND s.step_key = r.result_step_key)
+ WHERE r.result IS DISTINCT FROM r.derived_result
 UNION ALL
 -- step -> job linkage
 SELECT s.workflow_run_id, s.step_key, 'released job step without its job', 'one job', 'none'
@@ -461,9 +463,9 @@ SELECT s.workflow_run_id, s.step_key, 'released job step without its job', 'one 
                     WHERE j.id = s.job_id AND j.workflow_step_id = s.id
                       AND j.workflow_run_id = s.workflow_run_id)
 UNION ALL
-SELECT s.workflow_run_id, s.step_key, 'step with more than one job', '1', count(*)::text
-  FROM steps s JOIN workflow.job_queue j ON j.workflow_step_id = s.id
- GROUP BY s.workflow_run_id, s.step_key
+SELECT j.workflow_run_id, j.step_key, 'step with more than one job', '1', count(*)::text
+  FROM jobs j
+ GROUP BY j.workflow_run_id, j.step_key, j.workflow_step_id
 HAVING count(*) > 1
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step has a job it should not have', 'none',
@@ -477,28 +479,26 @@ SELECT s.workflow_run_id, s.step_key, 'released step without released_at', 'set'
  WHERE s.released_at IS NULL AND s.status NOT IN ('BLOCKED', 'CANCELED')
 UNION ALL
 -- job -> step linkage and status
-SELECT j.workflow_run_id, s.step_key, 'job not linked from its step',
-       'step.job_id = the job', CASE WHEN s.id IS NULL THEN 'no such step'
+SELECT j.workflow_run_id, j.step_key, 'job not linked from its step',
+       'step.job_id = the job', CASE WHEN j.step_id IS NULL THEN 'no such step'
                                      ELSE 'another job or none' END
   FROM jobs j
-  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
- WHERE s.id IS NULL OR s.job_id IS DISTINCT FROM j.id
-    OR s.workflow_run_id IS DISTINCT FROM j.workflow_run_id
+ WHERE j.step_id IS NULL OR j.step_job_id IS DISTINCT FROM j.id
+    OR j.step_run_id IS DISTINCT FROM j.workflow_run_id
 UNION ALL
-SELECT s.workflow_run_id, s.step_key, 'job status against step status',
+SELECT j.workflow_run_id, j.step_key, 'job status against step status',
        CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END,
-       s.status::text
-  FROM jobs j JOIN steps s ON s.id = j.workflow_step_id AND s.job_id = j.id
- WHERE NOT s.run_canceled
-   AND s.status::text <> CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END
+       j.step_status::text
+  FROM jobs j
+ WHERE j.step_job_id = j.id AND NOT j.run_canceled
+   AND j.step_status::text <> CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END
 UNION ALL
-SELECT s.workflow_run_id, s.step_key, 'live job in a canceled step', 'CANCELED', j.status::text
-  FROM jobs j JOIN steps s ON s.id = j.workflow_step_id
- WHERE s.run_canceled AND j.status IN ('QUEUED', 'RUNNING')
+SELECT j.workflow_run_id, j.step_key, 'live job in a canceled step', 'CANCELED', j.status::text
+  FROM jobs j
+ WHERE j.run_canceled AND j.status IN ('QUEUED', 'RUNNING')
 UNION ALL
-SELECT r.id, s.step_key, 'live job in a finished run', 'no live job', j.status::text
-  FROM runs r JOIN jobs j ON j.workflow_run_id = r.id
-  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
- WHERE r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
+SELECT j.workflow_run_id, j.step_key, 'live job in a finished run', 'no live job', j.status::text
+  FROM jobs j
+ WHERE j.run_status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
    AND j.status IN ('QUEUED', 'RUNNING')
 $verify$;

@@ -25,24 +25,24 @@ SELECT step_key, problem, expected, actual FROM workflow.verify(:'run');
 ROLLBACK;
 BEGIN;
 UPDATE workflow.workflow_runs SET status = 'SUCCEEDED', finished_at = now() WHERE id = :'run';
-SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem;
+SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem, step_key;
 ROLLBACK;
 BEGIN;
 DELETE FROM workflow.workflow_step_dependencies
  WHERE dependent_step_id = (SELECT id FROM workflow.workflow_steps
                              WHERE workflow_run_id = :'run' AND step_key = 'x');
-SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem;
+SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem, step_key;
 ROLLBACK;
 BEGIN;
 UPDATE workflow.workflow_steps SET job_id = NULL
  WHERE workflow_run_id = :'run' AND step_key = 'a';
-SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem;
+SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem, step_key;
 ROLLBACK;
 BEGIN;
 INSERT INTO workflow.job_queue (job_type, workflow_run_id, workflow_step_id, generation)
 SELECT 'v', workflow_run_id, id, 1 FROM workflow.workflow_steps
  WHERE workflow_run_id = :'run' AND step_key = 'b';
-SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem;
+SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem, step_key;
 ROLLBACK;
 SELECT count(*) AS healthy_again FROM workflow.verify();
 
@@ -58,5 +58,5 @@ BEGIN;
 SET LOCAL session_replication_role = replica;
 UPDATE workflow.job_queue SET status = 'QUEUED' WHERE workflow_run_id = :'run'
    AND status = 'CANCELED';
-SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem;
+SELECT step_key, problem, expected, actual FROM workflow.verify(:'run') ORDER BY problem, step_key;
 ROLLBACK;
