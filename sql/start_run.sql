@@ -117,5 +117,11 @@ SELECT count(*) AS runs_with_key FROM workflow.workflow_runs WHERE idempotency_k
 SELECT count(*) AS jobs_of_key_runs FROM workflow.job_queue j
   JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id WHERE r.idempotency_key = 'key-1';
 
+-- the idempotency key is bounded (it lives in a unique index)
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t"}]}', NULL, repeat('k', 513));
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t"}]}', NULL, '');
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t"}]}', NULL, repeat('é', 256)) IS NOT NULL AS max_key_ok;
+SELECT count(*) AS runs_with_long_keys FROM workflow.workflow_runs WHERE octet_length(idempotency_key) > 100;
+
 -- every invariant holds at the end
 SELECT * FROM workflow.verify();

@@ -845,6 +845,14 @@ workflow_start_run(PG_FUNCTION_ARGS)
 		wf_invalid_definition("definition must not be null");
 	definition = PG_GETARG_JSONB_P(0);
 	ParseDefinition(definition, &def);
+	if (!PG_ARGISNULL(2))
+	{
+		int			len = VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(2));
+
+		if (len == 0 || len > wf_max_idempotency_key_bytes)
+			wf_invalid_argument("idempotency_key must be 1 to %d bytes, not %d",
+								wf_max_idempotency_key_bytes, len);
+	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

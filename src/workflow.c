@@ -33,6 +33,7 @@ int			wf_max_payload_bytes = 1024 * 1024;
 int			wf_max_job_type_bytes = 128;
 int			wf_max_step_key_length = 128;
 int			wf_max_error_message_bytes = 4096;
+int			wf_max_idempotency_key_bytes = 512;
 int			wf_retry_base_delay_ms = 1000;
 int			wf_retry_max_delay_ms = 3600 * 1000;
 
@@ -72,6 +73,11 @@ _PG_init(void)
 							"Error messages longer than this are truncated.",
 							NULL, &wf_max_error_message_bytes, 4096, 16,
 							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_idempotency_key_bytes",
+							"Longest idempotency key, in bytes.",
+							"The key is in a unique index, whose entries are limited in size.",
+							&wf_max_idempotency_key_bytes, 512, 1, 2000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.retry_base_delay_ms",
 							"Delay before the first retry of a failed job.",
 							"Each further retry doubles it, with jitter.",

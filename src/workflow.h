@@ -51,6 +51,7 @@ extern int	wf_max_payload_bytes;
 extern int	wf_max_job_type_bytes;
 extern int	wf_max_step_key_length;
 extern int	wf_max_error_message_bytes;
+extern int	wf_max_idempotency_key_bytes;
 extern int	wf_retry_base_delay_ms;
 extern int	wf_retry_max_delay_ms;
 
