@@ -1,0 +1,1813 @@
+"""Randomized model test of the workflow engine.
+
+Hypothesis draws examples: one to three DAGs each (1 to MAX_STEPS steps,
+edges only from earlier to later steps, ON_SUCCESS and ON_TERMINAL
+releases, job and external steps, random priorities and max_attempts), a
+script that fixes the outcome of every step attempt, and a plan of who
+works on them.  The outcome of a job attempt is a deterministic function of
+(step, attempt): succeed, fail retryable, fail non-retryable, lease expiry
+(leased_until moved into the past, then workflow.reap_expired()), cancel_job
+by the worker itself, each possibly preceded by release_job.  An external
+step is completed SUCCEEDED, FAILED or CANCELED, with identical repeats and
+one conflicting repeat.  So the final state does not depend on the
+interleaving, and a reference model written here, in pure Python, predicts
+it: every step's status, reason, error code, output, attempts, job count
+and dependency counters, and the run's status, counters and result.
+
+Three blocks of examples:
+
+  sequential  one worker, in the main thread, deterministic.  A second,
+              incremental model is kept in lockstep with the engine and
+              compared after every call: run status and counters, claim
+              order by priority, attempts, and the status and dependency
+              counters of every step (in runs of more than 100 steps, of
+              the steps the model changed, and of all every 16th time).
+              Some examples cancel a run or a job at a fixed point; being
+              deterministic, those are checked exactly.
+  concurrent  3 or 4 worker threads (claim, complete_job / fail_job /
+              release_job / cancel_job and the batch forms complete_jobs /
+              fail_jobs), two threads completing external steps at the
+              same time (identical repeats race), several runs at once.
+  cancel      as concurrent, plus a thread that calls cancel_run on some
+              runs and cancel_job on some jobs at random moments.  Runs
+              that cancel_run canceled are checked for the weaker
+              invariants only (run CANCELED, no live job, every step
+              terminal, steps finished before the cancel unchanged, each
+              finished step as its own script says, verify() clean); the
+              other runs get the full check, given which cancel_job calls
+              won their race.
+
+Workers treat SQLSTATE 40001 workflow.release_conflict as "retry the call",
+40001 job.lease_lost and 55000 job.canceled as "drop the job" where they are
+legitimate, and count any 40P01 deadlock, any other error and any call that
+does not behave as DESIGN.md says as a failure of the example.  Every run
+ends with workflow.verify(run) returning nothing, and the whole database
+with workflow.verify() at the end.  The rows of passed examples are deleted
+once more than KEEP_STEPS steps are kept, so that the database, and with it
+that last verify(), stay small; failed examples keep theirs.
+
+A failing example is shrunk by Hypothesis (within SHRINK_BUDGET seconds per
+block) and printed, with the definitions of its runs; if shrinking runs out
+of time, the smallest failing example tried is printed instead.  The last
+line is "N passed, N failed", one count per generated example checked
+(examples tried while shrinking are not counted); a non-empty global
+verify() at the end adds one failure.  TOTAL_BUDGET caps the whole run.
+
+Runs against the cluster in PGHOST/PGPORT/PGUSER (pg_virtualenv under
+`make test`), in a database workflow_model that it creates.  Environment:
+MODEL_SEED fixes Hypothesis's seed; MODEL_SCALE multiplies the number of
+examples (default 1).  With /usr/bin/python3 (Debian's python3-psycopg and
+python3-hypothesis).
+"""
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+
+DBNAME = "workflow_model"
+SEED = int(os.environ.get("MODEL_SEED") or random.SystemRandom().randrange(2 ** 31))
+SCALE = float(os.environ.get("MODEL_SCALE") or "1")
+
+MAX_STEPS = 300         # steps per DAG
+FULL_DRAW_MAX = 40      # up to this size every step is drawn by Hypothesis
+MAX_DAGS = 3            # DAGs (runs) per example
+# name, mode, examples, seconds of generation budget
+BLOCKS = (
+    ("sequential", "seq", 200, 75),
+    ("concurrent", "conc", 200, 65),
+    ("cancel", "cancel", 200, 65),
+)
+SHRINK_BUDGET = 25      # seconds of shrinking per block, after a failure
+TOTAL_BUDGET = 250      # seconds for everything: no example starts later
+EXAMPLE_TIMEOUT = 30    # seconds for one example's runs to become terminal
+KEEP_STEPS = 4000       # steps of passed examples kept for the final global verify()
+CONFLICT_RETRIES = 2000
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
+RUN_TERMINAL = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED")
+DEP = "workflow.dependency_unsatisfied"
+RUN_CANCELED = "workflow.run_canceled"
+JOB_CANCELED = "job.canceled"
+EXPIRED = "job.lease_expired"
+EXT_CANCEL_REASON = "model.external_cancel"
+
+
+class _Any:
+    """A field the contract leaves open: not compared."""
+
+    def __repr__(self):
+        return "ANY"
+
+
+ANY = _Any()
+KEEP = object()
+
+# ---------------------------------------------------------------------------
+# What is drawn
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str
+    kind: str            # "job" | "external"
+    deps: tuple          # ((prerequisite index, "on_success" | "on_terminal"), ...)
+    priority: int
+    max_attempts: int
+    type_index: int
+    timeout: int
+    script: tuple        # job: ((releases, outcome), ...), one per attempt
+    ext: tuple           # external: (status, repeats)
+
+    def effective_script(self):
+        """The attempts that can happen: up to the first terminal outcome."""
+        out = []
+        for a, (rel, o) in enumerate(self.script, 1):
+            out.append((rel, o))
+            if o in ("S", "FN", "C") or a == self.max_attempts:
+                break
+        return out
+
+    def describe(self):
+        deps = ", ".join(f"s{p}" + ("" if m == "on_success" else "~") for p, m in self.deps)
+        if self.kind == "job":
+            body = (f"job p={self.priority} max={self.max_attempts} t{self.type_index} ["
+                    + " ".join("R+" * r + o for r, o in self.effective_script()) + "]")
+        else:
+            body = f"ext {self.ext[0]} calls={1 + self.ext[1]}"
+        return f"{self.key}: {body}" + (f" <- {deps}" if deps else "")
+
+
+@dataclass(frozen=True)
+class Dag:
+    steps: tuple
+    result_step: object  # index or None
+
+    def describe(self, indent="    "):
+        head = f"{len(self.steps)} steps, result_step=" + (
+            "none" if self.result_step is None else f"s{self.result_step}")
+        return "\n".join([head] + [indent + s.describe() for s in self.steps])
+
+
+@dataclass(frozen=True)
+class Example:
+    mode: str
+    ntypes: int
+    dags: tuple
+    workers: int
+    claim_batch: tuple   # per worker
+    batch_finish: tuple  # per worker: use complete_jobs / fail_jobs
+    cancel_runs: tuple   # per DAG: None or percent of steps finished before cancel_run
+    cancel_jobs: tuple   # per DAG: step indices that get cancel_job at a random moment
+    seq_cancels: tuple   # sequential: ((event, "run" | "job", dag, step), ...)
+    seed: int
+
+    def __repr__(self):
+        lines = [f"Example(mode={self.mode}, job types={self.ntypes}, workers={self.workers},"
+                 f" claim_batch={self.claim_batch}, batch_finish={self.batch_finish},"
+                 f" seed={self.seed}"]
+        if any(c is not None for c in self.cancel_runs):
+            lines.append(f"  cancel_run at % finished: {self.cancel_runs}")
+        if any(self.cancel_jobs):
+            lines.append(f"  cancel_job on: {self.cancel_jobs}")
+        if self.seq_cancels:
+            lines.append(f"  sequential cancels (event, what, dag, step): {self.seq_cancels}")
+        for d, dag in enumerate(self.dags):
+            lines.append(f"  dag {d}: " + dag.describe())
+        lines.append("  (outcomes per attempt: S succeed, FR fail retryable, FN fail"
+                     " non-retryable, E lease expiry, C cancel_job, R+ release first;"
+                     " ~ marks an on_terminal edge)")
+        return "\n".join(lines) + ")"
+
+    def total_steps(self):
+        return sum(len(d.steps) for d in self.dags)
+
+
+def outcome_from(n):
+    return "S" if n <= 10 else "FR" if n <= 14 else "FN" if n <= 16 else "E" if n <= 18 else "C"
+
+
+def ext_from(n):
+    return "SUCCEEDED" if n <= 6 else "FAILED" if n <= 8 else "CANCELED"
+
+
+def bulk_steps(n, bulk_seed, ntypes):
+    """Large DAGs from a seed; step i depends only on (seed, i), so that
+    shrinking n keeps the prefix."""
+    steps = []
+    for i in range(n):
+        r = random.Random(bulk_seed * 1000003 + i)
+        kind = "external" if r.random() < 0.12 else "job"
+        deps = []
+        if i:
+            for _ in range(min(i, r.choice((0, 1, 1, 1, 2, 2, 3)))):
+                p = r.randint(max(0, i - 6), i - 1) if r.random() < 0.6 else r.randint(0, i - 1)
+                if all(p != q for q, _ in deps):
+                    deps.append((p, "on_terminal" if r.random() < 0.35 else "on_success"))
+        max_attempts = r.randint(1, 4)
+        script, ext = (), ()
+        if kind == "job":
+            script = tuple((1 if r.random() < 0.08 else 0,
+                            r.choices(("S", "FR", "FN", "E", "C"), (84, 8, 3, 4, 1))[0])
+                           for _ in range(max_attempts))
+        else:
+            ext = (r.choices(("SUCCEEDED", "FAILED", "CANCELED"), (88, 9, 3))[0], r.randint(0, 2))
+        steps.append(Step(f"s{i}", kind, tuple(deps), r.randint(-3, 3), max_attempts,
+                          r.randrange(ntypes), r.choice((60, 300, 900)), script, ext))
+    return tuple(steps)
+
+
+@st.composite
+def dag_strategy(draw, ntypes):
+    """Small DAGs drawn step by step; large ones from a seed, with a size
+    that can shrink down to 1 (their steps are prefix-stable)."""
+    bulk = draw(st.integers(0, 2)) == 2
+    if bulk:
+        n = draw(st.integers(1, MAX_STEPS))
+        steps = bulk_steps(n, draw(st.integers(0, 2 ** 32 - 1)), ntypes)
+    else:
+        n = draw(st.one_of(st.integers(1, 6), st.integers(1, FULL_DRAW_MAX)))
+        steps = []
+        for i in range(n):
+            kind = "external" if draw(st.integers(0, 5)) == 5 else "job"
+            deps = ()
+            if i:
+                deps = tuple(draw(st.lists(
+                    st.tuples(st.integers(0, i - 1), st.sampled_from(("on_success", "on_terminal"))),
+                    max_size=min(i, 3), unique_by=lambda e: e[0])))
+            priority = draw(st.integers(-3, 3))
+            max_attempts = draw(st.integers(1, 4))
+            type_index = draw(st.integers(0, ntypes - 1))
+            script, ext = (), ()
+            if kind == "job":
+                script = tuple((1 if draw(st.integers(0, 9)) == 9 else 0,
+                                outcome_from(draw(st.integers(0, 19))))
+                               for _ in range(max_attempts))
+            else:
+                ext = (ext_from(draw(st.integers(0, 9))), draw(st.integers(0, 2)))
+            steps.append(Step(f"s{i}", kind, deps, priority, max_attempts, type_index,
+                              300, script, ext))
+        steps = tuple(steps)
+    result_step = draw(st.one_of(st.none(), st.integers(0, n - 1)))
+    return Dag(steps, result_step)
+
+
+@st.composite
+def example_strategy(draw, mode):
+    ntypes = draw(st.integers(1, 2))
+    dags = tuple(draw(st.lists(dag_strategy(ntypes), min_size=1, max_size=MAX_DAGS)))
+    ex_seed = draw(st.integers(0, 2 ** 31 - 1))
+    nd = len(dags)
+    cancel_runs = (None,) * nd
+    cancel_jobs = ((),) * nd
+    seq_cancels = ()
+    if mode == "seq":
+        workers = 1
+        claim_batch = (draw(st.sampled_from((1, 2, 4))),)
+        batch_finish = (draw(st.booleans()),)
+        raw = draw(st.lists(st.tuples(st.integers(0, 40), st.sampled_from(("run", "job")),
+                                      st.integers(0, nd - 1), st.integers(0, MAX_STEPS - 1)),
+                            max_size=2))
+        seq_cancels = tuple(sorted((e, k, d, i % len(dags[d].steps)) for e, k, d, i in raw))
+    else:
+        workers = draw(st.integers(3, 4))
+        claim_batch = tuple(draw(st.sampled_from((1, 2, 3, 5))) for _ in range(workers))
+        batch_finish = tuple(draw(st.booleans()) for _ in range(workers))
+        if mode == "cancel":
+            cancel_runs = tuple(draw(st.one_of(st.none(), st.integers(0, 100))) for _ in dags)
+            cancel_jobs = tuple(
+                tuple(sorted({i for i in draw(st.lists(st.integers(0, len(d.steps) - 1), max_size=6))
+                              if d.steps[i].kind == "job"}))
+                for d in dags)
+    return Example(mode, ntypes, dags, workers, claim_batch, batch_finish, cancel_runs,
+                   cancel_jobs, seq_cancels, ex_seed)
+
+
+def definition(dag, name, types=None):
+    """The start_run definition of a DAG; job types t0, t1 unless given."""
+    types = types or ["t0", "t1"]
+    steps = []
+    for i, s in enumerate(dag.steps):
+        deps = []
+        for n, (p, mode) in enumerate(s.deps):
+            if mode == "on_terminal":
+                deps.append({"step": f"s{p}", "release": "on_terminal"})
+            elif (i + n) % 2:
+                deps.append({"step": f"s{p}", "release": "on_success"})
+            else:
+                deps.append(f"s{p}")
+        d = {"key": s.key}
+        if s.kind == "job":
+            d.update(job_type=types[s.type_index], payload={"i": i}, priority=s.priority,
+                     max_attempts=s.max_attempts, timeout_seconds=s.timeout)
+        else:
+            d["kind"] = "external"
+        if deps:
+            d["depends_on"] = deps
+        steps.append(d)
+    out = {"name": name, "steps": steps}
+    if dag.result_step is not None:
+        out["result_step"] = f"s{dag.result_step}"
+    return out
+
+
+def job_output(step, attempt):
+    return {"step": step.key, "attempt": attempt}
+
+
+def fail_code(step, attempt):
+    return f"e.{step.key}.{attempt}"
+
+
+def ext_args(step):
+    """(status, output, status_reason, error_code, error_message) of an external step."""
+    status = step.ext[0]
+    if status == "SUCCEEDED":
+        return status, {"ext": step.key}, None, None, None
+    if status == "FAILED":
+        return status, None, None, f"x.{step.key}", "external failure"
+    return status, None, EXT_CANCEL_REASON, None, None
+
+
+# ---------------------------------------------------------------------------
+# Reference model
+
+
+@dataclass
+class Final:
+    status: str
+    reason: object = ANY
+    err: object = None
+    output: object = None
+    attempts: int = 0
+    attempts_at_most: bool = False
+    released: bool = False
+    job_status: object = None
+    unsat: int = 0
+    token: object = ANY
+
+
+def job_outcome(step):
+    """The end of a job step's script if nothing cancels it:
+    (status, attempts, last error code, output, lease token kept)."""
+    last_err = None
+    for a, (_rel, o) in enumerate(step.script, 1):
+        if o == "S":
+            return "SUCCEEDED", a, last_err, job_output(step, a), True
+        if o == "FN":
+            return "FAILED", a, fail_code(step, a), None, True
+        if o == "C":
+            return "CANCELED", a, JOB_CANCELED, None, ANY
+        last_err = fail_code(step, a) if o == "FR" else EXPIRED
+        if a == step.max_attempts:
+            return "FAILED", a, last_err, None, o == "FR"
+    raise AssertionError("script shorter than max_attempts")
+
+
+def predict(dag, canceled=frozenset()):
+    """Final state of every step, in one pass in index order (edges go
+    forward).  canceled: job steps whose cancel_job won its race."""
+    out = []
+    for i, s in enumerate(dag.steps):
+        unsat = sum(1 for p, mode in s.deps
+                    if mode == "on_success" and out[p].status != "SUCCEEDED")
+        if unsat:
+            out.append(Final("CANCELED", DEP, DEP, unsat=unsat))
+            continue
+        if s.kind == "external":
+            status, output, reason, code, _msg = ext_args(s)
+            out.append(Final(status, reason, code, output, released=True))
+            continue
+        status, attempts, err, output, token = job_outcome(s)
+        if i in canceled:
+            out.append(Final("CANCELED", JOB_CANCELED, JOB_CANCELED, None, attempts, True,
+                             True, "CANCELED"))
+        else:
+            out.append(Final(status, JOB_CANCELED if status == "CANCELED" else ANY, err,
+                             output, attempts, False, True, status, 0, token))
+    return out
+
+
+def run_status_of(statuses, canceled=False):
+    """DESIGN.md's rule, from step statuses."""
+    if canceled:
+        return "CANCELED"
+    if any(s in ("ENQUEUED", "RUNNING") for s in statuses):
+        return "RUNNING"
+    if "WAITING_FOR_EXTERNAL" in statuses:
+        return "WAITING_FOR_EXTERNAL"
+    if "BLOCKED" in statuses:
+        return "RUNNING"
+    if any(s in ("FAILED", "CANCELED") for s in statuses):
+        return "COMPLETED_WITH_ERRORS"
+    return "SUCCEEDED"
+
+
+def counters_of(statuses):
+    c = Counter(statuses)
+    return {"steps_total": len(statuses),
+            "steps_active": c["ENQUEUED"] + c["RUNNING"],
+            "steps_waiting": c["WAITING_FOR_EXTERNAL"],
+            "steps_blocked": c["BLOCKED"],
+            "steps_succeeded": c["SUCCEEDED"],
+            "steps_failed": c["FAILED"],
+            "steps_canceled": c["CANCELED"]}
+
+
+class RunModel:
+    """The incremental model, kept in lockstep with the engine by the
+    sequential worker: every event the worker causes is applied here."""
+
+    def __init__(self, dag):
+        self.dag = dag
+        n = len(dag.steps)
+        self.status = ["BLOCKED"] * n
+        self.pending = [len(s.deps) for s in dag.steps]
+        self.unsat = [0] * n
+        self.dependents = [[] for _ in range(n)]
+        for j, s in enumerate(dag.steps):
+            for p, mode in s.deps:
+                self.dependents[p].append((j, mode))
+        self.reason = [ANY] * n
+        self.err = [None] * n
+        self.output = [None] * n
+        self.attempts = [0] * n
+        self.released = [False] * n
+        self.job_status = [None] * n
+        self.token = [ANY] * n
+        self.canceled = False
+        self.run_canceled_steps = set()
+        self.dirty = set()      # steps changed since the last comparison
+        self.syncs = 0
+        for i, s in enumerate(dag.steps):
+            if not s.deps:
+                self._release(i)
+
+    def _release(self, i):
+        self.dirty.add(i)
+        self.released[i] = True
+        if self.dag.steps[i].kind == "job":
+            self.status[i] = "ENQUEUED"
+            self.job_status[i] = "QUEUED"
+        else:
+            self.status[i] = "WAITING_FOR_EXTERNAL"
+
+    def claim(self, i):
+        assert self.status[i] == "ENQUEUED", (i, self.status[i])
+        self.dirty.add(i)
+        self.status[i] = "RUNNING"
+        self.job_status[i] = "RUNNING"
+        self.attempts[i] += 1
+
+    def requeue(self, i, err=None, release=False):
+        assert self.status[i] == "RUNNING", (i, self.status[i])
+        self.dirty.add(i)
+        self.status[i] = "ENQUEUED"
+        self.job_status[i] = "QUEUED"
+        if release:
+            self.attempts[i] -= 1
+        if err is not None:
+            self.err[i] = err
+
+    def finish(self, i, status, reason=ANY, err=KEEP, output=None, token=ANY):
+        assert self.status[i] not in TERMINAL, (i, self.status[i])
+        self.dirty.add(i)
+        self.status[i] = status
+        self.reason[i] = reason
+        if err is not KEEP:
+            self.err[i] = err
+        self.output[i] = output if status == "SUCCEEDED" else None
+        self.token[i] = token
+        if self.job_status[i] is not None:
+            self.job_status[i] = status
+        for j, mode in self.dependents[i]:
+            self.dirty.add(j)
+            self.pending[j] -= 1
+            if mode == "on_success" and status != "SUCCEEDED":
+                self.unsat[j] += 1
+            if self.pending[j] == 0 and self.status[j] == "BLOCKED":
+                if self.unsat[j] == 0:
+                    self._release(j)
+                else:
+                    self.finish(j, "CANCELED", DEP, DEP)
+
+    def cancel_run(self):
+        for i, s in enumerate(self.status):
+            if s not in TERMINAL:
+                self.dirty.add(i)
+                self.status[i] = "CANCELED"
+                self.reason[i] = RUN_CANCELED
+                self.err[i] = RUN_CANCELED
+                self.output[i] = None
+                self.token[i] = ANY
+                self.run_canceled_steps.add(i)
+                if self.job_status[i] in ("QUEUED", "RUNNING"):
+                    self.job_status[i] = "CANCELED"
+        self.canceled = True
+
+    def run_status(self):
+        return run_status_of(self.status, self.canceled)
+
+    def finals(self):
+        return [Final(self.status[i], self.reason[i], self.err[i], self.output[i],
+                      self.attempts[i], False, self.released[i], self.job_status[i],
+                      self.unsat[i], self.token[i])
+                for i in range(len(self.status))]
+
+
+# ---------------------------------------------------------------------------
+# Talking to the engine
+
+
+class Res:
+    __slots__ = ("ok", "rows", "state", "code", "msg")
+
+    def __init__(self, ok, rows=None, state=None, code=None, msg=None):
+        self.ok, self.rows, self.state, self.code, self.msg = ok, rows, state, code, msg
+
+    def is_(self, state, code):
+        return not self.ok and self.state == state and self.code == code
+
+    def __repr__(self):
+        return "ok" if self.ok else f"{self.state} {self.msg}"
+
+
+class Diverged(Exception):
+    """The engine and the lockstep model disagree: stop the example."""
+
+
+class Harness:
+    """Connections, reused from example to example (one per role)."""
+
+    def __init__(self):
+        self.conns = {}
+        self.exno = 0
+        self.kept = []          # (run ids, steps) of passed examples, oldest first
+        self.kept_steps = 0
+        self.deleted_runs = 0
+
+    def keep(self, run_ids, steps):
+        """Deletes the oldest passed runs beyond KEEP_STEPS steps, so that
+        the database (and the final global verify()) stays small."""
+        self.kept.append((run_ids, steps))
+        self.kept_steps += steps
+        old = []
+        while self.kept_steps > KEEP_STEPS and len(self.kept) > 1:
+            ids, n = self.kept.pop(0)
+            old += ids
+            self.kept_steps -= n
+        if not old:
+            return None
+        c = self.conn("main")
+        try:
+            with c.transaction():
+                c.execute("DELETE FROM workflow.job_queue j USING workflow.workflow_steps s"
+                          " WHERE j.workflow_step_id = s.id AND s.workflow_run_id = ANY (%s::uuid[])",
+                          (old,))
+                c.execute("DELETE FROM workflow.workflow_step_dependencies"
+                          " WHERE workflow_run_id = ANY (%s::uuid[])", (old,))
+                c.execute("DELETE FROM workflow.workflow_steps WHERE workflow_run_id = ANY (%s::uuid[])",
+                          (old,))
+                c.execute("DELETE FROM workflow.workflow_runs WHERE id = ANY (%s::uuid[])", (old,))
+        except psycopg.Error as e:
+            return f"deleting {len(old)} finished runs failed: {e.sqlstate} {e}"
+        self.deleted_runs += len(old)
+        return None
+
+    def conn(self, name):
+        c = self.conns.get(name)
+        if c is None or c.closed or c.broken:
+            c = psycopg.connect(dbname=DBNAME, autocommit=True)
+            self.conns[name] = c
+        return c
+
+    def cursor(self, name):
+        return self.conn(name).cursor(row_factory=dict_row)
+
+    def close(self):
+        for c in self.conns.values():
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+
+
+class ExampleRun:
+    """One example: start its runs, drive them, check the end state."""
+
+    def __init__(self, h, ex):
+        h.exno += 1
+        self.h = h
+        self.ex = ex
+        self.exno = h.exno
+        self.types = [f"model{self.exno}.{c}" for c in "ab"[:ex.ntypes]]
+        self.lock = threading.Lock()
+        self.problems = []
+        self.stats = Counter()
+        self.run_ids = [None] * len(ex.dags)
+        self.step_of = {}
+        self.claims = {}
+        self.canceled_jobs = set()
+        self.canceled_runs = set()
+        self.snapshots = {}
+        self.ext_first = {}
+        self.stop = threading.Event()
+        self.seq = ex.mode == "seq"
+        self.models = None
+        self.last_event = ""
+
+    # --- bookkeeping
+
+    def problem(self, msg):
+        with self.lock:
+            if len(self.problems) < 200:
+                self.problems.append(msg)
+
+    def inc(self, name, n=1):
+        with self.lock:
+            self.stats[name] += n
+
+    def cancel_possible(self, d):
+        return self.ex.cancel_runs[d] is not None or bool(self.ex.cancel_jobs[d])
+
+    def call(self, cur, what, sql, params=()):
+        """Runs one statement in autocommit; retries workflow.release_conflict."""
+        tries = 0
+        while True:
+            try:
+                cur.execute(sql, params)
+                rows = cur.fetchall() if cur.description is not None else []
+                self.inc("calls")
+                return Res(True, rows)
+            except psycopg.Error as e:
+                state = e.sqlstate or ""
+                msg = (e.diag.message_primary if e.diag else None) or str(e)
+                code = msg.split(":", 1)[0]
+                if state == "40P01":
+                    self.inc("deadlocks")
+                    self.problem(f"deadlock (40P01) in {what}: {msg}")
+                elif state == "40001" and code == "workflow.release_conflict":
+                    tries += 1
+                    self.inc("release_conflicts")
+                    if tries < CONFLICT_RETRIES:
+                        time.sleep(random.random() * min(0.0005 * tries, 0.01))
+                        continue
+                    self.problem(f"{what}: release_conflict {tries} times in a row")
+                elif not state:
+                    self.problem(f"{what}: connection error: {e!r}")
+                return Res(False, None, state, code, msg)
+
+    def unexpected(self, res, what):
+        """An error the contract does not allow here.  The sequential worker
+        stops: its model no longer matches the engine."""
+        if res.state != "40P01":
+            self.problem(f"{what}: unexpected {res!r}")
+        if self.seq:
+            raise Diverged()
+
+    def canceled_ok(self, d, res):
+        return res.is_("55000", JOB_CANCELED) and self.cancel_possible(d)
+
+    def key(self, d, i):
+        return f"dag {d} s{i}"
+
+    # --- starting runs
+
+    def start_runs(self, cur, pause=False, rng=None):
+        for d, dag in enumerate(self.ex.dags):
+            defn = definition(dag, f"model-{self.exno}-{d}", self.types)
+            r = self.call(cur, "start_run", "SELECT workflow.start_run(%s) AS id", (Jsonb(defn),))
+            if not r.ok:
+                self.problem(f"start_run dag {d}: {r!r}")
+                raise Diverged()
+            run_id = r.rows[0]["id"]
+            r = self.call(cur, "read steps",
+                          "SELECT id, step_key FROM workflow.workflow_steps WHERE workflow_run_id = %s",
+                          (run_id,))
+            with self.lock:
+                self.run_ids[d] = run_id
+                for row in r.rows:
+                    self.step_of[row["id"]] = (d, int(row["step_key"][1:]))
+            self.inc("runs")
+            if len(r.rows) != len(dag.steps):
+                self.problem(f"dag {d}: {len(r.rows)} step rows, expected {len(dag.steps)}")
+            if self.seq:
+                self.sync(cur, d, "start_run")
+            if pause:
+                time.sleep(rng.random() * 0.01)
+
+    def locate(self, row):
+        step_id = row["workflow_step_id"]
+        deadline = time.monotonic() + 10
+        while True:
+            with self.lock:
+                loc = self.step_of.get(step_id)
+            if loc is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        if loc is None:
+            self.problem(f"claimed job {row['id']} of an unknown step {step_id}"
+                         f" (run {row['workflow_run_id']})")
+        return loc
+
+    # --- the lockstep model (sequential block)
+
+    def model_event(self, d, i, action, a=None, extra=None):
+        if not self.seq:
+            return
+        m = self.models[d]
+        s = self.ex.dags[d].steps[i]
+        self.last_event = f"{action} {self.key(d, i)} attempt {a}"
+        if action == "claim":
+            m.claim(i)
+        elif action == "S":
+            m.finish(i, "SUCCEEDED", output=job_output(s, a), token=True)
+        elif action == "FR":
+            if a >= s.max_attempts:
+                m.finish(i, "FAILED", err=fail_code(s, a), token=True)
+            else:
+                m.requeue(i, err=fail_code(s, a))
+        elif action == "FN":
+            m.finish(i, "FAILED", err=fail_code(s, a), token=True)
+        elif action == "R":
+            m.requeue(i, release=True)
+        elif action == "E":
+            if a >= s.max_attempts:
+                m.finish(i, "FAILED", err=EXPIRED, token=False)
+            else:
+                m.requeue(i, err=EXPIRED)
+        elif action in ("C", "cancel_job"):
+            m.finish(i, "CANCELED", JOB_CANCELED, JOB_CANCELED)
+        elif action == "X":
+            status, output, reason, code, _msg = ext_args(s)
+            m.finish(i, status, reason, code, output)
+        else:
+            raise AssertionError(action)
+
+    def sync(self, cur, d, after):
+        """Sequential block: the engine's run d against the lockstep model."""
+        if not self.seq:
+            return
+        m = self.models[d]
+        run_id = self.run_ids[d]
+        self.inc("lockstep_checks")
+        r = self.call(cur, "sync", "SELECT status::text AS status, steps_total, steps_active,"
+                      " steps_waiting, steps_blocked, steps_succeeded, steps_failed, steps_canceled"
+                      " FROM workflow.workflow_runs WHERE id = %s", (run_id,))
+        bad = []
+        run = r.rows[0]
+        if run["status"] != m.run_status():
+            bad.append(f"run status {run['status']}, model {m.run_status()}")
+        for k, v in counters_of(m.status).items():
+            if run[k] != v:
+                bad.append(f"{k} {run[k]}, model {v}")
+        # every step of small runs; in large ones the steps the model changed,
+        # and all of them every 16th time (the run counters catch the rest)
+        cols = ("SELECT step_key, status::text AS status, dependency_count_pending AS pending,"
+                " dependency_count_unsatisfied AS unsat FROM workflow.workflow_steps"
+                " WHERE workflow_run_id = %s")
+        m.syncs += 1
+        if len(m.status) <= 100 or m.syncs % 16 == 0:
+            r = self.call(cur, "sync", cols, (run_id,))
+        else:
+            r = self.call(cur, "sync", cols + " AND step_key = ANY (%s::text[])",
+                          (run_id, [f"s{i}" for i in sorted(m.dirty)]))
+        m.dirty.clear()
+        for row in r.rows:
+            i = int(row["step_key"][1:])
+            if row["status"] != m.status[i]:
+                bad.append(f"s{i} status {row['status']}, model {m.status[i]}")
+            if i in m.run_canceled_steps:
+                continue
+            exp_pending = m.pending[i] if m.status[i] == "BLOCKED" else 0
+            if row["pending"] != exp_pending:
+                bad.append(f"s{i} dependency_count_pending {row['pending']}, model {exp_pending}")
+            if row["unsat"] != m.unsat[i]:
+                bad.append(f"s{i} dependency_count_unsatisfied {row['unsat']}, model {m.unsat[i]}")
+        if bad:
+            self.problem(f"lockstep: dag {d} after {after} (last event {self.last_event}): "
+                         + "; ".join(bad[:12]) + (" ..." if len(bad) > 12 else ""))
+            raise Diverged()
+
+    # --- one claimed batch
+
+    def check_claim_row(self, row, d, i, wid):
+        s = self.ex.dags[d].steps[i]
+        want = {"status": "RUNNING", "worker_id": wid, "job_type": self.types[s.type_index],
+                "priority": s.priority, "max_attempts": s.max_attempts,
+                "timeout_seconds": s.timeout, "workflow_run_id": self.run_ids[d],
+                "payload": {"i": i}}
+        for k, v in want.items():
+            if row[k] != v:
+                self.problem(f"claim of {self.key(d, i)}: {k} = {row[k]!r}, expected {v!r}")
+        if row["lease_token"] is None or row["leased_until"] is None:
+            self.problem(f"claim of {self.key(d, i)}: no lease")
+
+    def process_claimed(self, cur, rows, wid, rng, batch_finish):
+        items = []
+        for row in rows:
+            loc = self.locate(row)
+            if loc is None:
+                continue
+            d, i = loc
+            s = self.ex.dags[d].steps[i]
+            a = row["attempt"]
+            self.check_claim_row(row, d, i, wid)
+            if s.kind != "job" or not 1 <= a <= s.max_attempts:
+                self.problem(f"claim of {self.key(d, i)} ({s.kind}) at attempt {a},"
+                             f" max_attempts {s.max_attempts}")
+                continue
+            with self.lock:
+                k = self.claims.get((row["id"], a), 0)
+                self.claims[(row["id"], a)] = k + 1
+            releases, final = s.script[a - 1]
+            action = "R" if k < releases else final
+            self.inc("act_" + action)
+            items.append((row, d, i, a, action))
+        groups = {o: [x for x in items if x[4] == o] for o in ("S", "FR", "FN", "R", "E", "C")}
+        if groups["S"]:
+            if batch_finish:
+                self.finish_batch(cur, groups["S"], "complete", rng)
+            else:
+                for x in groups["S"]:
+                    self.complete_one(cur, x, rng)
+        for o in ("FR", "FN"):
+            if groups[o]:
+                if batch_finish:
+                    self.finish_batch(cur, groups[o], o, rng)
+                else:
+                    for x in groups[o]:
+                        self.fail_one(cur, x, o == "FR", rng)
+        for x in groups["R"]:
+            self.release_one(cur, x, rng)
+        for x in groups["E"]:
+            self.expire_one(cur, x)
+        for x in groups["C"]:
+            self.self_cancel_one(cur, x)
+
+    def stale_call(self, cur, x, what, expect_canceled=False):
+        """A worker whose lease is gone tries to complete: job.lease_lost
+        (or job.canceled)."""
+        row, d, i, a, _ = x
+        self.inc("stale_calls")
+        r = self.call(cur, "stale complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
+                      (row["id"], row["lease_token"], Jsonb(job_output(self.ex.dags[d].steps[i], a))))
+        if expect_canceled:
+            if not r.is_("55000", JOB_CANCELED):
+                self.problem(f"complete_job after {what} of {self.key(d, i)}: {r!r},"
+                             " expected job.canceled")
+        elif not (r.is_("40001", "job.lease_lost") or self.canceled_ok(d, r)):
+            self.problem(f"complete_job with the token before {what} of {self.key(d, i)}:"
+                         f" {r!r}, expected job.lease_lost")
+
+    def complete_one(self, cur, x, rng):
+        row, d, i, a, _ = x
+        out = Jsonb(job_output(self.ex.dags[d].steps[i], a))
+        if rng.random() < 0.1:
+            r = self.call(cur, "heartbeat", "SELECT workflow.heartbeat(%s, %s) AS t",
+                          (row["id"], row["lease_token"]))
+            if not r.ok and not self.canceled_ok(d, r):
+                self.unexpected(r, f"heartbeat {self.key(d, i)}")
+        r = self.call(cur, "complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
+                      (row["id"], row["lease_token"], out))
+        if r.ok:
+            self.model_event(d, i, "S", a)
+            self.sync(cur, d, "complete_job")
+            if rng.random() < 0.15:
+                self.inc("repeats")
+                r = self.call(cur, "repeat complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
+                              (row["id"], row["lease_token"], out))
+                if not r.ok:
+                    self.problem(f"identical repeat of complete_job {self.key(d, i)}: {r!r}")
+                self.sync(cur, d, "repeated complete_job")
+        elif not self.canceled_ok(d, r):
+            self.unexpected(r, f"complete_job {self.key(d, i)} attempt {a}")
+
+    def fail_one(self, cur, x, retryable, rng):
+        row, d, i, a, action = x
+        s = self.ex.dags[d].steps[i]
+        args = (row["id"], row["lease_token"], fail_code(s, a), f"failure {d}/{i}/{a}", retryable)
+        sql = "SELECT workflow.fail_job(%s, %s, %s, %s, %s)"
+        r = self.call(cur, "fail_job", sql, args)
+        if r.ok:
+            self.model_event(d, i, action, a)
+            self.sync(cur, d, "fail_job")
+            if rng.random() < 0.15:
+                self.inc("repeats")
+                r = self.call(cur, "repeat fail_job", sql, args)
+                final = not retryable or a >= s.max_attempts
+                if final and not r.ok:
+                    self.problem(f"identical repeat of a final fail_job {self.key(d, i)}: {r!r}")
+                if not final and not (r.is_("40001", "job.lease_lost") or self.canceled_ok(d, r)):
+                    self.problem(f"repeat of a retried fail_job {self.key(d, i)}: {r!r},"
+                                 " expected job.lease_lost")
+        elif not self.canceled_ok(d, r):
+            self.unexpected(r, f"fail_job {self.key(d, i)} attempt {a}")
+
+    def finish_batch(self, cur, group, kind, rng):
+        ids = [x[0]["id"] for x in group]
+        tokens = [x[0]["lease_token"] for x in group]
+        if kind == "complete":
+            outs = [Jsonb(job_output(self.ex.dags[x[1]].steps[x[2]], x[3])) for x in group]
+            sql = "SELECT * FROM workflow.complete_jobs(%s::uuid[], %s::uuid[], %s::jsonb[]) AS id"
+            args = (ids, tokens, outs)
+        else:
+            codes = [fail_code(self.ex.dags[x[1]].steps[x[2]], x[3]) for x in group]
+            msgs = [f"failure {x[1]}/{x[2]}/{x[3]}" for x in group]
+            sql = ("SELECT * FROM workflow.fail_jobs(%s::uuid[], %s::uuid[], %s::text[],"
+                   " %s::text[], %s) AS id")
+            args = (ids, tokens, codes, msgs, kind == "FR")
+        name = "complete_jobs" if kind == "complete" else "fail_jobs"
+        self.inc("batch_calls")
+        r = self.call(cur, name, sql, args)
+        if not r.ok:
+            self.unexpected(r, f"{name} of {len(ids)} jobs")
+            return
+        got = [row["id"] for row in r.rows]
+        if got != sorted(got):
+            self.problem(f"{name} returned ids out of order")
+        returned = set(got)
+        if not returned <= set(ids):
+            self.problem(f"{name} returned ids it was not given")
+        for x in group:
+            row, d, i, a, action = x
+            if row["id"] in returned:
+                self.model_event(d, i, "S" if kind == "complete" else action, a)
+            else:
+                st_ = self.call(cur, "job status", "SELECT status::text AS s FROM workflow.job_queue"
+                                " WHERE id = %s", (row["id"],)).rows[0]["s"]
+                if not (st_ == "CANCELED" and self.cancel_possible(d)):
+                    self.problem(f"{name} skipped {self.key(d, i)}, whose job is {st_}")
+        for d in sorted({x[1] for x in group}):
+            self.sync(cur, d, name)
+        if rng.random() < 0.15:
+            self.inc("repeats")
+            final_ids = {x[0]["id"] for x in group
+                         if kind != "FR" or x[3] >= self.ex.dags[x[1]].steps[x[2]].max_attempts}
+            # jobs that went back to the queue lost their token: skipped
+            r = self.call(cur, "repeat " + name, sql, args)
+            if not r.ok:
+                self.problem(f"identical repeat of {name}: {r!r}")
+                return
+            again = {row["id"] for row in r.rows}
+            if again != returned & final_ids:
+                self.problem(f"identical repeat of {name} returned {len(again)} ids, expected"
+                             f" {len(returned & final_ids)} (the calls that ended their jobs)")
+
+    def release_one(self, cur, x, rng):
+        row, d, i, a, _ = x
+        r = self.call(cur, "release_job", "SELECT workflow.release_job(%s, %s)",
+                      (row["id"], row["lease_token"]))
+        if r.ok:
+            self.model_event(d, i, "R", a)
+            self.sync(cur, d, "release_job")
+            if rng.random() < 0.3:
+                self.stale_call(cur, x, "release_job")
+        elif not self.canceled_ok(d, r):
+            self.unexpected(r, f"release_job {self.key(d, i)} attempt {a}")
+
+    def expire_one(self, cur, x):
+        row, d, i, a, _ = x
+        r = self.call(cur, "expire", "UPDATE workflow.job_queue SET leased_until = now() -"
+                      " interval '1 s' WHERE id = %s AND lease_token = %s AND status = 'RUNNING'"
+                      " RETURNING id", (row["id"], row["lease_token"]))
+        if not r.ok:
+            self.unexpected(r, f"moving the lease of {self.key(d, i)} back")
+            return
+        if not r.rows:
+            st_ = self.call(cur, "job status", "SELECT status::text AS s FROM workflow.job_queue"
+                            " WHERE id = %s", (row["id"],)).rows[0]["s"]
+            if not (st_ == "CANCELED" and self.cancel_possible(d)):
+                self.problem(f"held job of {self.key(d, i)} is {st_} before its lease was moved")
+            return
+        self.inc("lease_expiries")
+        deadline = time.monotonic() + 20
+        while True:
+            r = self.call(cur, "reap_expired", "SELECT workflow.reap_expired() AS n")
+            if not r.ok:
+                self.unexpected(r, "reap_expired")
+                return
+            self.inc("reaped", r.rows[0]["n"])
+            j = self.call(cur, "job state", "SELECT status::text AS s, lease_token, attempt,"
+                          " last_error_code FROM workflow.job_queue WHERE id = %s",
+                          (row["id"],)).rows[0]
+            if j["s"] != "RUNNING" or j["lease_token"] != row["lease_token"]:
+                break
+            if self.seq:
+                self.problem(f"reap_expired (returned {r.rows[0]['n']}) left the expired job of"
+                             f" {self.key(d, i)} RUNNING")
+                raise Diverged()
+            if time.monotonic() > deadline:
+                self.problem(f"the expired lease of {self.key(d, i)} was not reaped in 20 s")
+                return
+            time.sleep(0.002)
+        if self.seq:
+            want = "FAILED" if a >= self.ex.dags[d].steps[i].max_attempts else "QUEUED"
+            if (j["s"], j["last_error_code"], j["lease_token"]) != (want, EXPIRED, None):
+                self.problem(f"reaped job of {self.key(d, i)}: {j['s']} {j['last_error_code']}"
+                             f" token {j['lease_token']}, expected {want} {EXPIRED} no token")
+        self.model_event(d, i, "E", a)
+        self.sync(cur, d, "reap_expired")
+        self.stale_call(cur, x, "lease expiry")
+
+    def self_cancel_one(self, cur, x):
+        row, d, i, a, _ = x
+        r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
+                      (row["id"], "model: the worker cancels its job"))
+        if r.ok:
+            self.inc("self_cancels")
+            self.model_event(d, i, "C", a)
+            self.sync(cur, d, "cancel_job")
+        elif not self.canceled_ok(d, r):
+            self.unexpected(r, f"cancel_job of its own job {self.key(d, i)}")
+            return
+        self.stale_call(cur, x, "cancel_job", expect_canceled=True)
+
+    # --- external steps
+
+    def complete_external(self, cur, d, i, rng):
+        s = self.ex.dags[d].steps[i]
+        status, output, reason, code, msg = ext_args(s)
+        sql = ("SELECT status::text AS status, output, status_reason, last_error_code,"
+               " last_error_message, finished_at FROM workflow.complete_external_step("
+               "%s, %s, %s::workflow.step_status, %s, %s, %s, %s)")
+        args = (self.run_ids[d], s.key, status, Jsonb(output) if output is not None else None,
+                reason, code, msg)
+        r = self.call(cur, "complete_external_step", sql, args)
+        if not r.ok:
+            if r.is_("55000", "workflow.external_step_not_waiting") and \
+                    self.ex.cancel_runs[d] is not None:
+                return
+            self.unexpected(r, f"complete_external_step {self.key(d, i)}")
+            return
+        sig = tuple(r.rows[0].values())
+        with self.lock:
+            first = self.ext_first.setdefault((d, i), sig)
+            self.stats["ext_calls"] += 1
+        if first is sig:
+            self.inc("ext_" + status)
+            self.model_event(d, i, "X")
+            self.sync(cur, d, "complete_external_step")
+        if sig[:5] != (status, output, reason, code, msg):
+            self.problem(f"complete_external_step {self.key(d, i)} returned {sig[:5]},"
+                         f" expected {(status, output, reason, code, msg)}")
+        elif sig != first:
+            self.problem(f"identical completion of {self.key(d, i)} returned {sig}, first {first}")
+        for rep in range(s.ext[1]):
+            self.inc("repeats")
+            if rep == 1:
+                other = "CANCELED" if status != "CANCELED" else "FAILED"
+                r = self.call(cur, "conflicting complete_external_step", sql,
+                              (self.run_ids[d], s.key, other, None, None, None, None))
+                if not r.is_("23505", "workflow.external_completion_conflict"):
+                    self.problem(f"completing {self.key(d, i)} as {other} after {status}: {r!r},"
+                                 " expected workflow.external_completion_conflict")
+            else:
+                r = self.call(cur, "repeat complete_external_step", sql, args)
+                if not r.ok:
+                    self.problem(f"identical repeat of complete_external_step {self.key(d, i)}: {r!r}")
+                elif tuple(r.rows[0].values()) != first:
+                    self.problem(f"identical repeat of complete_external_step {self.key(d, i)}"
+                                 f" changed the step: {tuple(r.rows[0].values())} vs {first}")
+            self.sync(cur, d, "repeated complete_external_step")
+
+    # --- sequential block
+
+    def run_sequential(self):
+        cur = self.h.cursor("seq")
+        self.models = [RunModel(dag) for dag in self.ex.dags]
+        rng = random.Random(self.ex.seed)
+        try:
+            self.start_runs(cur)
+            cancels = list(self.ex.seq_cancels)
+            event = 0
+            while True:
+                while cancels and cancels[0][0] <= event:
+                    self.seq_cancel(cur, cancels.pop(0))
+                if rng.random() < 0.05:
+                    self.complete_blocked_external(cur, rng)
+                waiting = [(d, i) for d, m in enumerate(self.models)
+                           for i, s in enumerate(m.status) if s == "WAITING_FOR_EXTERNAL"]
+                queued = [(d, i) for d, m in enumerate(self.models)
+                          for i, s in enumerate(m.status) if s == "ENQUEUED"]
+                if not waiting and not queued:
+                    break
+                if waiting and (not queued or rng.random() < 0.3):
+                    d, i = rng.choice(waiting)
+                    self.complete_external(cur, d, i, rng)
+                else:
+                    self.seq_claim(cur, queued, rng)
+                event += 1
+                if event > 200000:
+                    self.problem("sequential worker made no end")
+                    raise Diverged()
+            for c in cancels:
+                self.seq_cancel(cur, c)
+            r = self.call(cur, "final claim", "SELECT id FROM workflow.claim('seq', %s::text[], 10)",
+                          (self.types,))
+            if r.rows:
+                self.problem(f"claim found {len(r.rows)} jobs after every run finished")
+            for d, m in enumerate(self.models):
+                if m.run_status() in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+                    r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s) AS s",
+                                  (self.run_ids[d],))
+                    if not r.is_("55000", "workflow.run_already_terminal"):
+                        self.problem(f"cancel_run of finished dag {d}: {r!r}")
+                    self.sync(cur, d, "cancel_run of a finished run")
+        except Diverged:
+            return False
+        return True
+
+    def seq_claim(self, cur, queued, rng):
+        batch = self.ex.claim_batch[0]
+        r = self.call(cur, "claim", "SELECT * FROM workflow.claim('seq', %s::text[], %s)",
+                      (self.types, batch))
+        if not r.ok:
+            self.unexpected(r, "claim")
+            raise Diverged()
+        rows = r.rows
+        want = sorted((self.ex.dags[d].steps[i].priority for d, i in queued), reverse=True)[:batch]
+        got = sorted((row["priority"] for row in rows), reverse=True)
+        if got != want:
+            self.problem(f"claim of {batch} returned priorities {got}, the queue's best are {want}")
+            raise Diverged()
+        for row in rows:
+            loc = self.step_of.get(row["workflow_step_id"])
+            if loc is None:
+                self.problem(f"claim returned a job of another example: {row['id']}")
+                raise Diverged()
+            d, i = loc
+            self.model_event(d, i, "claim", row["attempt"])
+            if row["attempt"] != self.models[d].attempts[i]:
+                self.problem(f"claim of {self.key(d, i)}: attempt {row['attempt']},"
+                             f" model {self.models[d].attempts[i]}")
+                raise Diverged()
+        for d in sorted({self.step_of[row["workflow_step_id"]][0] for row in rows}):
+            self.sync(cur, d, "claim")
+        self.process_claimed(cur, rows, "seq", rng, self.ex.batch_finish[0])
+
+    def seq_cancel(self, cur, c):
+        _event, kind, d, i = c
+        m = self.models[d]
+        run_id = self.run_ids[d]
+        if kind == "run":
+            before = m.run_status()
+            r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s, %s) AS s",
+                          (run_id, "model: sequential cancel"))
+            self.last_event = f"cancel_run dag {d}"
+            if before in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+                if not r.is_("55000", "workflow.run_already_terminal"):
+                    self.problem(f"cancel_run of dag {d}, {before}: {r!r}")
+            elif not r.ok or r.rows[0]["s"] != "CANCELED":
+                self.problem(f"cancel_run of dag {d}, {before}: {r!r}")
+                raise Diverged()
+            elif before != "CANCELED":
+                self.inc("cancel_runs")
+                m.cancel_run()
+            self.sync(cur, d, "cancel_run")
+            return
+        s = self.ex.dags[d].steps[i]
+        if s.kind != "job" or not m.released[i]:
+            return
+        job_id = self.call(cur, "step job", "SELECT job_id FROM workflow.workflow_steps"
+                           " WHERE workflow_run_id = %s AND step_key = %s",
+                           (run_id, s.key)).rows[0]["job_id"]
+        r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
+                      (job_id, "model: sequential cancel_job"))
+        if m.job_status[i] in ("QUEUED", "RUNNING"):
+            if not r.ok:
+                self.problem(f"cancel_job of live {self.key(d, i)}: {r!r}")
+                raise Diverged()
+            self.inc("cancel_jobs")
+            self.model_event(d, i, "cancel_job")
+        elif m.job_status[i] == "CANCELED":
+            if not r.is_("55000", JOB_CANCELED):
+                self.problem(f"cancel_job of canceled {self.key(d, i)}: {r!r}")
+        elif not r.is_("55000", "job.not_running"):
+            self.problem(f"cancel_job of {m.job_status[i]} {self.key(d, i)}: {r!r}")
+        self.sync(cur, d, "cancel_job")
+
+    def complete_blocked_external(self, cur, rng):
+        blocked = [(d, i) for d, m in enumerate(self.models) for i, s in enumerate(m.status)
+                   if s == "BLOCKED" and self.ex.dags[d].steps[i].kind == "external"]
+        if not blocked:
+            return
+        d, i = rng.choice(blocked)
+        r = self.call(cur, "complete_external_step",
+                      "SELECT status FROM workflow.complete_external_step(%s, %s, 'SUCCEEDED')",
+                      (self.run_ids[d], f"s{i}"))
+        if not r.is_("55000", "workflow.external_step_not_waiting"):
+            self.problem(f"completing BLOCKED {self.key(d, i)}: {r!r},"
+                         " expected workflow.external_step_not_waiting")
+        self.sync(cur, d, "completing a blocked external step")
+
+    # --- concurrent blocks
+
+    def run_concurrent(self):
+        ex = self.ex
+        threads = []
+        for w in range(ex.workers):
+            threads.append(threading.Thread(target=self.guard, args=(self.worker_loop, w),
+                                            name=f"w{w}"))
+        for c in range(2):
+            threads.append(threading.Thread(target=self.guard, args=(self.completer_loop, c),
+                                            name=f"x{c}"))
+        if ex.mode == "cancel":
+            threads.append(threading.Thread(target=self.guard, args=(self.canceller_loop, 0),
+                                            name="k"))
+        for t in threads:
+            t.start()
+        ok = True
+        try:
+            self.start_runs(self.h.cursor("main"), pause=True, rng=random.Random(ex.seed))
+            ok = self.wait_terminal()
+        except Diverged:
+            ok = False
+        finally:
+            self.stop.set()
+            for t in threads:
+                t.join(10)
+                if t.is_alive():
+                    self.problem(f"thread {t.name} did not stop")
+                    ok = False
+        return ok
+
+    def guard(self, fn, n):
+        try:
+            fn(n)
+        except Exception:  # noqa: BLE001 - reported as a problem
+            self.problem(f"thread crashed: {traceback.format_exc()}")
+
+    def wait_terminal(self):
+        cur = self.h.cursor("main")
+        deadline = time.monotonic() + EXAMPLE_TIMEOUT
+        last, last_change = -1, time.monotonic()
+        while True:
+            r = self.call(cur, "monitor", "SELECT count(*) FILTER (WHERE status IN"
+                          " ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')) AS done,"
+                          " (SELECT count(*) FROM workflow.workflow_steps s"
+                          "   WHERE s.workflow_run_id = ANY (%s::uuid[])"
+                          "     AND s.status IN ('SUCCEEDED', 'FAILED', 'CANCELED')) AS steps"
+                          " FROM workflow.workflow_runs WHERE id = ANY (%s::uuid[])",
+                          (self.run_ids, self.run_ids))
+            if not r.ok:
+                return False
+            done, steps = r.rows[0]["done"], r.rows[0]["steps"]
+            if done == len(self.run_ids):
+                return True
+            now = time.monotonic()
+            if steps != last:
+                last, last_change = steps, now
+            if now > deadline or (self.problems and now - last_change > 3):
+                self.problem(f"runs not terminal after {now - deadline + EXAMPLE_TIMEOUT:.0f} s"
+                             f" ({done} of {len(self.run_ids)} runs): "
+                             + self.live_state(cur))
+                return False
+            time.sleep(0.005)
+
+    def live_state(self, cur):
+        r = self.call(cur, "dump", "SELECT s.workflow_run_id, s.step_key, s.status::text AS s,"
+                      " j.status::text AS j, j.attempt, j.run_at > now() AS future"
+                      " FROM workflow.workflow_steps s LEFT JOIN workflow.job_queue j"
+                      " ON j.id = s.job_id WHERE s.workflow_run_id = ANY (%s::uuid[])"
+                      " AND s.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')"
+                      " ORDER BY 1, 2 LIMIT 20", (self.run_ids,))
+        idx = {rid: d for d, rid in enumerate(self.run_ids)}
+        return "; ".join(f"dag {idx[row['workflow_run_id']]} {row['step_key']} {row['s']}"
+                         f" job {row['j']} attempt {row['attempt']}"
+                         + (" (run_at in the future)" if row["future"] else "")
+                         for row in (r.rows or []))
+
+    def worker_loop(self, w):
+        ex = self.ex
+        cur = self.h.cursor(f"w{w}")
+        rng = random.Random(ex.seed * 31 + w)
+        wid = f"w{w}"
+        types = self.types if (w == 0 or len(self.types) == 1 or w % 3 == 2) \
+            else [self.types[w % 2]]
+        idle = 0
+        while not self.stop.is_set():
+            r = self.call(cur, "claim", "SELECT * FROM workflow.claim(%s, %s::text[], %s)",
+                          (wid, types, ex.claim_batch[w]))
+            if not r.ok:
+                self.unexpected(r, "claim")
+                time.sleep(0.01)
+                continue
+            if not r.rows:
+                idle += 1
+                if idle % 10 == 0:
+                    r = self.call(cur, "reap_expired", "SELECT workflow.reap_expired() AS n")
+                    if not r.ok:
+                        self.unexpected(r, "reap_expired")
+                    else:
+                        self.inc("reaped", r.rows[0]["n"])
+                time.sleep(0.001 + rng.random() * 0.003)
+                continue
+            idle = 0
+            self.inc("claims")
+            self.process_claimed(cur, r.rows, wid, rng, ex.batch_finish[w])
+
+    def completer_loop(self, c):
+        cur = self.h.cursor(f"x{c}")
+        rng = random.Random(self.ex.seed * 37 + c)
+        while not self.stop.is_set():
+            ids = [rid for rid in self.run_ids if rid is not None]
+            r = self.call(cur, "waiting steps", "SELECT workflow_run_id, step_key FROM"
+                          " workflow.workflow_steps WHERE workflow_run_id = ANY (%s::uuid[])"
+                          " AND status = 'WAITING_FOR_EXTERNAL'", (ids,))
+            rows = r.rows or []
+            if not rows:
+                time.sleep(0.002 + rng.random() * 0.003)
+                continue
+            rng.shuffle(rows)
+            idx = {rid: d for d, rid in enumerate(self.run_ids)}
+            for row in rows:
+                self.complete_external(cur, idx[row["workflow_run_id"]],
+                                       int(row["step_key"][1:]), rng)
+
+    def canceller_loop(self, _n):
+        ex = self.ex
+        cur = self.h.cursor("k")
+        rng = random.Random(ex.seed * 41)
+        tasks = [("run", d, p) for d, p in enumerate(ex.cancel_runs) if p is not None]
+        tasks += [("job", d, i) for d, idx in enumerate(ex.cancel_jobs) for i in idx]
+        while tasks and not self.stop.is_set():
+            rng.shuffle(tasks)
+            for t in list(tasks):
+                if self.stop.is_set():
+                    break
+                if self.run_ids[t[1]] is not None and self.cancel_task(cur, t, rng):
+                    tasks.remove(t)
+            time.sleep(0.001 + rng.random() * 0.004)
+
+    def cancel_task(self, cur, t, rng):
+        kind, d, arg = t
+        run_id = self.run_ids[d]
+        if kind == "run":
+            r = self.call(cur, "progress", "SELECT count(*) FILTER (WHERE status IN"
+                          " ('SUCCEEDED', 'FAILED', 'CANCELED')) AS done, count(*) AS n"
+                          " FROM workflow.workflow_steps WHERE workflow_run_id = %s", (run_id,))
+            if r.rows[0]["done"] * 100 < arg * r.rows[0]["n"]:
+                return False
+            snap = self.call(cur, "snapshot", "SELECT step_key, status::text AS status, output"
+                             " FROM workflow.workflow_steps WHERE workflow_run_id = %s"
+                             " AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED')", (run_id,))
+            r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s, %s) AS s",
+                          (run_id, "model: cancel at a random moment"))
+            if r.ok and r.rows[0]["s"] == "CANCELED":
+                with self.lock:
+                    self.canceled_runs.add(d)
+                    self.snapshots[d] = {int(row["step_key"][1:]): (row["status"], row["output"])
+                                         for row in snap.rows}
+                self.inc("cancel_runs")
+                r = self.call(cur, "cancel_run again", "SELECT workflow.cancel_run(%s) AS s",
+                              (run_id,))
+                if not r.ok or r.rows[0]["s"] != "CANCELED":
+                    self.problem(f"cancel_run of canceled dag {d}: {r!r}")
+            elif not r.is_("55000", "workflow.run_already_terminal"):
+                self.problem(f"cancel_run dag {d}: {r!r}")
+            return True
+        r = self.call(cur, "step", "SELECT status::text AS status, job_id FROM"
+                      " workflow.workflow_steps WHERE workflow_run_id = %s AND step_key = %s",
+                      (run_id, f"s{arg}"))
+        status, job_id = r.rows[0]["status"], r.rows[0]["job_id"]
+        if status in TERMINAL:
+            return True
+        if status not in ("ENQUEUED", "RUNNING") or job_id is None or rng.random() < 0.3:
+            return False
+        r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
+                      (job_id, "model: cancel_job at a random moment"))
+        if r.ok:
+            with self.lock:
+                self.canceled_jobs.add((d, arg))
+            self.inc("cancel_jobs")
+            r = self.call(cur, "cancel_job again", "SELECT workflow.cancel_job(%s)", (job_id,))
+            if not r.is_("55000", JOB_CANCELED):
+                self.problem(f"cancel_job of a canceled job ({self.key(d, arg)}): {r!r}")
+        elif not (r.is_("55000", "job.not_running") or r.is_("55000", JOB_CANCELED)):
+            self.problem(f"cancel_job {self.key(d, arg)}: {r!r}")
+        return True
+
+    # --- final checks
+
+    def check_final(self, cur, d, finals, weak=False):
+        dag = self.ex.dags[d]
+        run_id = self.run_ids[d]
+        out = []
+
+        def bad(msg):
+            out.append(f"dag {d}: {msg}")
+
+        run = self.call(cur, "run", "SELECT status::text AS status, result, result_step_key,"
+                        " finished_at, steps_total, steps_active, steps_waiting, steps_blocked,"
+                        " steps_succeeded, steps_failed, steps_canceled"
+                        " FROM workflow.workflow_runs WHERE id = %s", (run_id,)).rows[0]
+        steps = self.call(cur, "steps", "SELECT id, step_key, status::text AS status,"
+                          " status_reason, last_error_code, output, released_at, finished_at,"
+                          " job_id, dependency_count_total AS total,"
+                          " dependency_count_pending AS pending,"
+                          " dependency_count_unsatisfied AS unsat"
+                          " FROM workflow.workflow_steps WHERE workflow_run_id = %s",
+                          (run_id,)).rows
+        jobs = self.call(cur, "jobs", "SELECT j.id, j.workflow_step_id, j.workflow_run_id,"
+                         " j.status::text AS status, j.attempt, j.max_attempts, j.priority,"
+                         " j.job_type, j.timeout_seconds, j.output, j.last_error_code,"
+                         " j.lease_token IS NOT NULL AS token"
+                         " FROM workflow.workflow_steps s JOIN workflow.job_queue j"
+                         " ON j.workflow_step_id = s.id WHERE s.workflow_run_id = %s",
+                         (run_id,)).rows
+        by_key = {int(s["step_key"][1:]): s for s in steps}
+        jobs_of = {}
+        for j in jobs:
+            jobs_of.setdefault(j["workflow_step_id"], []).append(j)
+        if sorted(by_key) != list(range(len(dag.steps))):
+            bad(f"step keys {sorted(by_key)[:10]}..., expected s0..s{len(dag.steps) - 1}")
+            return out
+        statuses = [by_key[i]["status"] for i in range(len(dag.steps))]
+
+        # the run
+        if weak:
+            want_status = "CANCELED"
+            want_counts = counters_of(statuses)
+            if any(s not in TERMINAL for s in statuses):
+                bad("a step of the canceled run is not terminal: "
+                    + ", ".join(f"s{i} {s}" for i, s in enumerate(statuses) if s not in TERMINAL))
+        else:
+            want_status = run_status_of([f.status for f in finals],
+                                        self.seq and self.models[d].canceled)
+            want_counts = counters_of([f.status for f in finals])
+        if run["status"] != want_status:
+            bad(f"run status {run['status']}, expected {want_status}")
+        for k, v in want_counts.items():
+            if run[k] != v:
+                bad(f"run counter {k} = {run[k]}, expected {v}")
+        if run["finished_at"] is None:
+            bad("finished_at of the finished run is NULL")
+        rs = dag.result_step
+        if run["result_step_key"] != (None if rs is None else f"s{rs}"):
+            bad(f"result_step_key {run['result_step_key']}")
+        want_result = None
+        if run["status"] == "SUCCEEDED" and rs is not None:
+            want_result = finals[rs].output if finals else by_key[rs]["output"]
+        if run["result"] != want_result:
+            bad(f"result {run['result']!r}, expected {want_result!r}")
+
+        # the steps and their jobs
+        for i, s in enumerate(dag.steps):
+            row = by_key[i]
+            js = jobs_of.get(row["id"], [])
+            where = f"s{i}"
+            if row["total"] != len(s.deps):
+                bad(f"{where} dependency_count_total {row['total']}, expected {len(s.deps)}")
+            if row["finished_at"] is None and row["status"] in TERMINAL:
+                bad(f"{where} finished_at NULL")
+            if len(js) > 1:
+                bad(f"{where} has {len(js)} jobs")
+            job = js[0] if js else None
+            if job is not None:
+                if row["job_id"] != job["id"]:
+                    bad(f"{where} job_id does not name its job")
+                for k, v in (("job_type", self.types[s.type_index]), ("priority", s.priority),
+                             ("max_attempts", s.max_attempts), ("timeout_seconds", s.timeout),
+                             ("workflow_run_id", run_id)):
+                    if job[k] != v:
+                        bad(f"{where} job {k} {job[k]!r}, expected {v!r}")
+            if weak:
+                self.check_weak_step(d, i, row, job, bad)
+                continue
+            f = finals[i]
+            run_canceled_step = self.seq and i in self.models[d].run_canceled_steps
+            if row["status"] != f.status:
+                bad(f"{where} status {row['status']}, expected {f.status}")
+            if f.reason is not ANY and row["status_reason"] != f.reason:
+                bad(f"{where} status_reason {row['status_reason']!r}, expected {f.reason!r}")
+            if f.err is not ANY and row["last_error_code"] != f.err:
+                bad(f"{where} last_error_code {row['last_error_code']!r}, expected {f.err!r}")
+            if row["output"] != f.output:
+                bad(f"{where} output {row['output']!r}, expected {f.output!r}")
+            if (row["released_at"] is not None) != f.released:
+                bad(f"{where} released_at {row['released_at']}, expected"
+                    f" {'set' if f.released else 'NULL'}")
+            if not run_canceled_step:
+                if row["pending"] != 0:
+                    bad(f"{where} dependency_count_pending {row['pending']}, expected 0")
+                if row["unsat"] != f.unsat:
+                    bad(f"{where} dependency_count_unsatisfied {row['unsat']}, expected {f.unsat}")
+            want_jobs = 1 if (s.kind == "job" and f.released) else 0
+            if len(js) != want_jobs:
+                bad(f"{where} has {len(js)} jobs, expected {want_jobs}")
+            if job is None:
+                continue
+            if job["status"] != f.job_status:
+                bad(f"{where} job status {job['status']}, expected {f.job_status}")
+            if f.attempts_at_most:
+                if job["attempt"] > f.attempts:
+                    bad(f"{where} job attempt {job['attempt']}, at most {f.attempts} expected")
+            elif job["attempt"] != f.attempts:
+                bad(f"{where} job attempt {job['attempt']}, expected {f.attempts}")
+            want_out = f.output if f.job_status == "SUCCEEDED" else None
+            if job["output"] != want_out:
+                bad(f"{where} job output {job['output']!r}, expected {want_out!r}")
+            if f.err is not ANY and job["last_error_code"] != f.err:
+                bad(f"{where} job last_error_code {job['last_error_code']!r}, expected {f.err!r}")
+            if f.token is not ANY and job["token"] != f.token:
+                bad(f"{where} job lease_token {'set' if job['token'] else 'NULL'}, expected"
+                    f" {'set' if f.token else 'NULL'}")
+
+        if weak:
+            live = [j for j in jobs if j["status"] in ("QUEUED", "RUNNING")]
+            if live:
+                bad(f"{len(live)} live jobs in the canceled run")
+            for i, (status, output) in sorted(self.snapshots.get(d, {}).items()):
+                if (by_key[i]["status"], by_key[i]["output"]) != (status, output):
+                    bad(f"s{i} was {status} before cancel_run, now {by_key[i]['status']}")
+
+        v = self.call(cur, "verify", "SELECT step_key, problem, expected, actual"
+                      " FROM workflow.verify(%s)", (run_id,))
+        if not v.ok:
+            bad(f"verify() failed: {v!r}")
+        for row in (v.rows or [])[:20]:
+            bad(f"verify(): {row['step_key'] or 'run'}: {row['problem']}: expected"
+                f" {row['expected']}, actual {row['actual']}")
+        return out
+
+    def check_weak_step(self, d, i, row, job, bad):
+        """A step of a run that cancel_run canceled: whatever finished did so
+        as its own script says."""
+        s = self.ex.dags[d].steps[i]
+        status = row["status"]
+        if s.kind == "external":
+            want = ext_args(s)[0]
+            if status in ("SUCCEEDED", "FAILED") and status != want:
+                bad(f"s{i} external {status}, its completion was {want}")
+            if status == "CANCELED" and row["status_reason"] not in (
+                    EXT_CANCEL_REASON, RUN_CANCELED, DEP):
+                bad(f"s{i} canceled with reason {row['status_reason']!r}")
+            return
+        if status in ("SUCCEEDED", "FAILED"):
+            want, attempts, _err, output, _tok = job_outcome(s)
+            got_attempt = job["attempt"] if job else None
+            if (status, got_attempt) != (want, attempts) or row["output"] != output:
+                bad(f"s{i} {status} at attempt {got_attempt}, its script ends {want} at"
+                    f" attempt {attempts}")
+        if status == "CANCELED" and row["status_reason"] not in (RUN_CANCELED, DEP, JOB_CANCELED):
+            bad(f"s{i} canceled with reason {row['status_reason']!r}")
+        if row["released_at"] is not None and job is None:
+            bad(f"s{i} released without a job")
+
+    def execute(self):
+        """Runs the example; returns the list of problems."""
+        t0 = time.monotonic()
+        try:
+            if self.seq:
+                ok = self.run_sequential()
+            else:
+                ok = self.run_concurrent()
+            if ok:
+                cur = self.h.cursor("main")
+                for d, dag in enumerate(self.ex.dags):
+                    if self.seq:
+                        self.inc("exact_checks")
+                        finals = self.models[d].finals()
+                        if not self.models[d].canceled and not any(
+                                c[1] == "job" and c[2] == d for c in self.ex.seq_cancels):
+                            pred = predict(dag)
+                            if pred != finals:
+                                diff = [i for i in range(len(pred)) if pred[i] != finals[i]]
+                                self.problem(f"model self-check: dag {d} steps {diff[:5]}:"
+                                             f" {pred[diff[0]]} vs {finals[diff[0]]}")
+                        for msg in self.check_final(cur, d, finals):
+                            self.problem(msg)
+                    elif d in self.canceled_runs:
+                        self.inc("weak_checks")
+                        for msg in self.check_final(cur, d, None, weak=True):
+                            self.problem(msg)
+                    else:
+                        self.inc("full_checks")
+                        canceled = {i for dd, i in self.canceled_jobs if dd == d}
+                        for msg in self.check_final(cur, d, predict(dag, frozenset(canceled))):
+                            self.problem(msg)
+        except Exception:  # noqa: BLE001 - reported as a problem
+            self.problem(f"test harness error: {traceback.format_exc()}")
+        if not self.problems and all(self.run_ids):
+            msg = self.h.keep(list(self.run_ids), self.ex.total_steps())
+            if msg:
+                self.problem(msg)
+        self.stats["seconds"] = time.monotonic() - t0
+        return list(self.problems)
+
+
+# ---------------------------------------------------------------------------
+# Blocks of examples
+
+
+class ModelFailure(AssertionError):
+    pass
+
+
+class OutOfTime(BaseException):
+    """Ends a block's generation phase early (Hypothesis lets it through)."""
+
+
+FAULTS = ("act_FR", "act_FN", "act_E", "act_R", "act_C", "cancel_jobs", "cancel_runs",
+          "ext_FAILED", "ext_CANCELED")
+
+
+def faults_of(stats):
+    return sum(stats[k] for k in FAULTS)
+
+
+class Block:
+    def __init__(self, name, mode, examples, budget, number):
+        self.name, self.mode, self.budget, self.number = name, mode, budget, number
+        self.examples = max(1, int(examples * SCALE))
+        self.passed = self.failed = self.shrink_runs = 0
+        self.out_of_time = False
+        self.cache = {}
+        self.failure_at = None
+        self.stats = Counter()
+        self.last_failure = None
+
+    def run(self, h, deadline):
+        start = time.monotonic()
+        block = self
+
+        @seed(SEED + self.number)
+        @settings(max_examples=self.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                  phases=(Phase.generate, Phase.shrink), print_blob=False)
+        @given(ex=example_strategy(self.mode))
+        def model_run(ex):
+            if ex in block.cache:
+                problems = block.cache[ex]
+            else:
+                now = time.monotonic()
+                if block.failure_at is None and (now - start > block.budget
+                                                 or now > deadline):
+                    raise OutOfTime()
+                if block.failure_at is not None and (now - block.failure_at > SHRINK_BUDGET
+                                                     or now > deadline + SHRINK_BUDGET):
+                    raise OutOfTime()
+                er = ExampleRun(h, ex)
+                problems = er.execute()
+                block.cache[ex] = problems
+                if block.failure_at is None:
+                    block.record(ex, er, problems)
+                else:
+                    block.shrink_runs += 1
+            if problems:
+                note("problems:\n  " + "\n  ".join(problems[:30]))
+                for d, dag in enumerate(ex.dags):
+                    note(f"definition of dag {d}: {json.dumps(definition(dag, f'dag{d}'))}")
+                raise ModelFailure(f"{len(problems)} problems, first: {problems[0]}")
+
+        try:
+            model_run()
+        except OutOfTime:
+            if self.failure_at is None:
+                self.out_of_time = True
+            else:
+                self.print_smallest()
+        except ModelFailure as e:
+            # Hypothesis attaches the falsifying example and the notes to the
+            # exception (PEP 678) rather than printing them
+            for line in getattr(e, "__notes__", []):
+                print(line)
+            print(f"# {self.name}: the minimal failing example is above; {e}")
+        except Unsatisfiable:
+            pass
+        except Exception as e:  # noqa: BLE001 - a failure of the block, shown in full
+            print(f"# {self.name}: Hypothesis ended with an error:\n{traceback.format_exc()}")
+            for line in getattr(e, "__notes__", []):
+                print(line)
+            if self.failed == 0:
+                self.failed = 1
+        print(f"# {self.name}: {self.passed} passed, {self.failed} failed, {self.shrink_runs}"
+              f" shrink runs, {time.monotonic() - start:.1f} s"
+              + (f" (time budget reached before {self.examples} examples)"
+                 if self.out_of_time else ""))
+
+    def print_smallest(self):
+        """Shrinking ran out of time: the smallest failing example it tried."""
+        ex, problems = min(((e, p) for e, p in self.cache.items() if p),
+                           key=lambda item: (item[0].total_steps(), len(item[0].dags)))
+        print(f"# {self.name}: shrinking stopped after {SHRINK_BUDGET} s; the smallest failing"
+              f" example tried ({self.shrink_runs} shrink runs):")
+        print(repr(ex))
+        print("problems:\n  " + "\n  ".join(problems[:30]))
+        for d, dag in enumerate(ex.dags):
+            print(f"definition of dag {d}: {json.dumps(definition(dag, f'dag{d}'))}")
+
+    def record(self, ex, er, problems):
+        self.stats.update(er.stats)
+        self.stats["steps"] += ex.total_steps()
+        self.stats["workers"] += ex.workers
+        self.stats["examples"] += 1
+        n = self.passed + self.failed + 1
+        desc = (f"{self.name} #{n}: {len(ex.dags)} runs, {ex.total_steps()} steps,"
+                f" {ex.workers} workers, {faults_of(er.stats)} faults, {er.stats['calls']} calls,"
+                f" {er.stats['seconds']:.1f} s")
+        if problems:
+            self.failed += 1
+            self.failure_at = time.monotonic()
+            print(f"not ok - {desc}")
+            for p in problems[:15]:
+                print(f"#   {p}")
+            if len(problems) > 15:
+                print(f"#   ... {len(problems) - 15} more")
+            print("# shrinking ...")
+        else:
+            self.passed += 1
+            print(f"ok - {desc}")
+        sys.stdout.flush()
+
+
+def setup():
+    with psycopg.connect(dbname="postgres", autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DBNAME}")
+        admin.execute(f"CREATE DATABASE {DBNAME}")
+        admin.execute(f"ALTER DATABASE {DBNAME} SET workflow.retry_base_delay_ms = 0")
+        admin.execute(f"ALTER DATABASE {DBNAME} SET statement_timeout = '60s'")
+    with psycopg.connect(dbname=DBNAME, autocommit=True) as c:
+        c.execute("CREATE EXTENSION workflow")
+        c.execute("SELECT workflow.uuid_v7()")
+        delay = c.execute("SHOW workflow.retry_base_delay_ms").fetchone()[0]
+        if delay not in ("0", "0ms"):
+            raise SystemExit(f"workflow.retry_base_delay_ms is {delay}, not 0")
+
+
+def main():
+    t0 = time.monotonic()
+    print(f"# model test: seed {SEED} (rerun with MODEL_SEED={SEED}), scale {SCALE}")
+    print(f"# DAGs of 1..{MAX_STEPS} steps, 1..{MAX_DAGS} runs per example; blocks: "
+          + ", ".join(f"{n} {int(e * SCALE) or 1} examples" for n, _m, e, _b in BLOCKS))
+    sys.stdout.flush()
+    passed = failed = 0
+    h = None
+    try:
+        setup()
+        h = Harness()
+        blocks = [Block(n, m, e, b, k) for k, (n, m, e, b) in enumerate(BLOCKS)]
+        deadline = t0 + TOTAL_BUDGET - SHRINK_BUDGET
+        for b in blocks:
+            b.run(h, deadline)
+        total = Counter()
+        for b in blocks:
+            total.update(b.stats)
+            passed += b.passed
+            failed += b.failed
+        with psycopg.connect(dbname=DBNAME, autocommit=True) as c:
+            rows = c.execute("SELECT * FROM workflow.verify()").fetchall()
+            nruns = c.execute("SELECT count(*) FROM workflow.workflow_runs").fetchone()[0]
+        if rows:
+            failed += 1
+            print(f"not ok - global verify() found {len(rows)} problems:")
+            for row in rows[:20]:
+                print(f"#   {row}")
+        else:
+            print(f"ok - global verify() is clean over the {nruns} runs left"
+                  f" ({h.deleted_runs} runs of passed examples deleted on the way)")
+        print(f"# figures: {total['examples']} examples checked, {total['runs']} runs,"
+              f" {total['steps']} steps, {total['workers']} worker threads"
+              f" (sequential examples: 1 each), {total['calls']} engine calls")
+        print(f"# injected faults: {faults_of(total)} = {total['act_FR']} retryable failures,"
+              f" {total['act_FN']} non-retryable failures, {total['act_E']} lease expiries,"
+              f" {total['act_R']} releases, {total['act_C']} self-cancel_jobs,"
+              f" {total['cancel_jobs']} racing/planned cancel_jobs, {total['cancel_runs']}"
+              f" cancel_runs, {total['ext_FAILED']} failed and {total['ext_CANCELED']} canceled"
+              f" external steps")
+        print(f"# also: {total['act_S']} successes, {total['batch_calls']} batch calls,"
+              f" {total['repeats']} identical or conflicting repeats, {total['stale_calls']}"
+              f" stale-token calls, {total['reaped']} jobs reaped, {total['release_conflicts']}"
+              f" release_conflict retries, {total['deadlocks']} deadlocks")
+        print(f"# checks: {total['exact_checks']} runs checked exactly against the lockstep"
+              f" model ({total['lockstep_checks']} lockstep comparisons),"
+              f" {total['full_checks']} concurrent runs against the reference model,"
+              f" {total['weak_checks']} canceled runs on the weaker invariants;"
+              f" {sum(b.shrink_runs for b in blocks)} shrink runs not counted")
+        print(f"# {time.monotonic() - t0:.1f} s")
+    except Exception:  # noqa: BLE001 - the whole test fails, shown in full
+        traceback.print_exc(file=sys.stdout)
+        failed += 1
+    finally:
+        if h is not None:
+            h.close()
+    sys.stdout.flush()
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(0 if failed == 0 and passed > 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
