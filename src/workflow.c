@@ -63,11 +63,12 @@ _PG_init(void)
 							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_job_type_bytes",
 							"Longest job_type, in bytes.",
-							NULL, &wf_max_job_type_bytes, 128, 1, 65536,
+							"job_type is in the claim index, whose entries are limited in size.",
+							&wf_max_job_type_bytes, 128, 1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_step_key_length",
 							"Longest step key, in characters.",
-							NULL, &wf_max_step_key_length, 128, 1, 65536,
+							NULL, &wf_max_step_key_length, 128, 1, 255,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_error_message_bytes",
 							"Error messages longer than this are truncated.",

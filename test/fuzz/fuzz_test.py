@@ -1,0 +1,2505 @@
+"""Fuzz test of the inputs of workflow's public functions.
+
+Hypothesis draws the arguments of every public function: arbitrary JSON and
+mutated valid definitions for start_run (wrong types, unknown, missing and
+duplicate keys, cycles, self and duplicate edges, very long keys, job_types
+and idempotency keys, unicode, huge and deeply nested JSON), real, unknown
+and extreme uuids, NULL in every argument position, arrays with NULL
+elements, of unequal lengths, empty, two-dimensional, with a lower bound of
+0, of 20,000 elements, negative and extreme integers, infinite timestamps,
+every step_status label for complete_external_step, text that does not parse
+as a uuid or a label, and the workflow.* bounds lowered and raised to the
+largest values their settings accept.
+
+Every call must either succeed or raise an error whose message starts with a
+code from the DESIGN.md Errors table and whose SQLSTATE is that code's class:
+never workflow.internal_state (XX000), never another SQLSTATE, never a
+dropped connection (the test reconnects and goes on).  A failed call must
+write nothing: row counts and an md5 of the rows of workflow_runs,
+workflow_steps, workflow_step_dependencies and job_queue, in autocommit, are
+equal before and after it.  Where the outcome follows from the arguments and
+the rows the call reads, a model predicts the exact code or success, and
+what a successful call returns is checked.  workflow.verify() must return
+nothing after every example and after the whole run.  Text that fails to
+parse as a uuid or a step_status is accepted only with the same error the
+cast alone gives (22P02, raised in the client's cast before the call).
+
+Each example starts from the same fixture (plain jobs and runs in every
+status, restored with triggers off), so examples are independent and
+Hypothesis can shrink a failure to a minimal example; only the soak property
+lets state build up over many calls.
+
+Counting: one case per property, plus one for the deterministic sweep of
+NULL in each argument position and one for verify() after the run.  Each
+property prints how many examples and API calls it ran; a failed one prints
+the minimal example Hypothesis found and the call and error it produced.
+The output ends with the total of examples and calls and, alone on the last
+line, "N passed, N failed".
+
+Runs against the cluster in PGHOST/PGPORT/PGUSER (a superuser), in its own
+database workflow_fuzz (FUZZ_DB).  FUZZ_SEED repeats a run, FUZZ_SCALE
+multiplies the example counts (1: under a minute on two idle cores; past
+70 s the remaining properties run a quarter of their examples), and
+FUZZ_VERBOSE=1 prints how often each outcome occurred.
+"""
+
+import base64
+import json
+import os
+import random
+import re
+import sys
+import time
+import uuid
+
+import psycopg
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+
+try:    # bound the time spent shrinking one failure (Hypothesis allows 300 s)
+    from hypothesis.internal.conjecture.engine import ConjectureRunner as _Runner
+
+    _test_function = _Runner.test_function
+
+    def _bounded_test_function(self, data):
+        deadline = getattr(self, "finish_shrinking_deadline", None)
+        if deadline is not None and not getattr(self, "_fuzz_bounded", False):
+            self.finish_shrinking_deadline = deadline - 300 + BUDGET["shrink"]
+            self._fuzz_bounded = True
+        return _test_function(self, data)
+
+    _Runner.test_function = _bounded_test_function
+except (ImportError, AttributeError):
+    pass
+
+DBNAME = os.environ.get("FUZZ_DB") or "workflow_fuzz"
+SEED = int(os.environ.get("FUZZ_SEED") or random.SystemRandom().randrange(2**32))
+SCALE = float(os.environ.get("FUZZ_SCALE") or "1")
+VERBOSE = os.environ.get("FUZZ_VERBOSE") == "1"
+# Seconds: the whole run should stay well under two minutes on two cores.
+# Shrinking one property's failures gets "shrink" seconds, less as the run
+# gets on; past "late", the remaining properties run a quarter of their
+# examples.
+BUDGET = {"late": 70.0, "shrink": 15.0}
+SHRINK_SECONDS = os.environ.get("FUZZ_SHRINK_SECONDS")
+START = time.time()
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+# The Errors table of DESIGN.md: code -> SQLSTATE of its class.
+CODES = {
+    "workflow.invalid_definition": "22023",
+    "workflow.external_completion_invalid_status": "22023",
+    "workflow.external_completion_output_invalid": "22023",
+    "job.invalid_argument": "22023",
+    "workflow.run_not_found": "P0002",
+    "workflow.external_step_not_found": "P0002",
+    "job.not_found": "P0002",
+    "workflow.external_step_not_external": "55000",
+    "workflow.external_step_not_waiting": "55000",
+    "workflow.run_already_terminal": "55000",
+    "job.canceled": "55000",
+    "job.not_running": "55000",
+    "workflow.idempotency_conflict": "23505",
+    "workflow.external_completion_conflict": "23505",
+    "workflow.external_completion_output_conflict": "23505",
+    "workflow.external_completion_metadata_conflict": "23505",
+    "workflow.release_conflict": "40001",
+    "job.lease_lost": "40001",
+    "workflow.unsupported_isolation": "25000",
+    "workflow.internal_state": "XX000",
+}
+CODE_RE = re.compile(r"^([a-z_]+\.[a-z_]+): ")
+IA = "job.invalid_argument"
+BAD_DEF = "workflow.invalid_definition"
+ANY_CODE = "any documented code"
+
+DEFAULT_LIMITS = {
+    "max_steps": 100000,
+    "max_edges": 1000000,
+    "max_payload_bytes": 1024 * 1024,
+    "max_job_type_bytes": 128,
+    "max_step_key_length": 128,
+    "max_error_message_bytes": 4096,
+    "max_idempotency_key_bytes": 512,
+}
+LOW_LIMITS = {
+    "max_steps": 6,
+    "max_edges": 7,
+    "max_payload_bytes": 6000,
+    "max_job_type_bytes": 12,
+    "max_step_key_length": 10,
+    "max_error_message_bytes": 40,
+    "max_idempotency_key_bytes": 16,
+}
+# Each bound at the largest value its setting accepts.
+HIGH_LIMITS = {
+    "max_steps": 100000,
+    "max_edges": 1000000,
+    "max_payload_bytes": 1024 * 1024,
+    "max_job_type_bytes": 1024,
+    "max_step_key_length": 255,
+    "max_error_message_bytes": 2**31 - 1,
+    "max_idempotency_key_bytes": 2000,
+}
+
+STEP_LABELS = ["BLOCKED", "ENQUEUED", "RUNNING", "WAITING_FOR_EXTERNAL",
+               "SUCCEEDED", "FAILED", "CANCELED"]
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELED"}
+TOP_KEYS = {"name", "result_step", "steps"}
+STEP_KEYS = {"key", "kind", "job_type", "payload", "depends_on", "priority",
+             "max_attempts", "timeout_seconds", "stage"}
+DEP_KEYS = {"step", "release"}
+KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
+
+ORG = uuid.UUID("0190a000-0000-7000-8000-00000000a001")
+ORG2 = uuid.UUID("0190a000-0000-7000-8000-00000000a002")
+
+# Public functions: name -> [(argument, SQL type)].
+SIGS = {
+    "enqueue": [("job_type", "text"), ("payload", "jsonb"), ("priority", "int4"),
+                ("run_at", "timestamptz"), ("max_attempts", "int4"),
+                ("timeout_seconds", "int4"), ("organization_id", "uuid"),
+                ("stage", "text")],
+    "claim": [("worker_id", "text"), ("job_types", "text[]"), ("batch_size", "int4"),
+              ("organization_id", "uuid"), ("stage", "text")],
+    "heartbeat": [("job_id", "uuid"), ("lease_token", "uuid")],
+    "complete_job": [("job_id", "uuid"), ("lease_token", "uuid"), ("output", "jsonb")],
+    "fail_job": [("job_id", "uuid"), ("lease_token", "uuid"), ("error_code", "text"),
+                 ("error_message", "text"), ("retryable", "bool")],
+    "release_job": [("job_id", "uuid"), ("lease_token", "uuid")],
+    "cancel_job": [("job_id", "uuid"), ("reason", "text")],
+    "reap_expired": [],
+    "complete_jobs": [("job_ids", "uuid[]"), ("lease_tokens", "uuid[]"),
+                      ("outputs", "jsonb[]")],
+    "fail_jobs": [("job_ids", "uuid[]"), ("lease_tokens", "uuid[]"),
+                  ("error_codes", "text[]"), ("error_messages", "text[]"),
+                  ("retryable", "bool")],
+    "start_run": [("definition", "jsonb"), ("organization_id", "uuid"),
+                  ("idempotency_key", "text")],
+    "complete_external_step": [("workflow_run_id", "uuid"), ("step_key", "text"),
+                               ("status", "workflow.step_status"), ("output", "jsonb"),
+                               ("status_reason", "text"), ("error_code", "text"),
+                               ("error_message", "text"), ("organization_id", "uuid")],
+    "cancel_run": [("workflow_run_id", "uuid"), ("reason", "text"),
+                   ("organization_id", "uuid")],
+}
+# Values of omitted trailing arguments, as the models see them.
+DEFAULTS = {
+    "enqueue": [None, "{}", 0, "now", 3, 300, None, None],
+    "claim": [None, None, 1, None, None],
+    "complete_job": [None, None, None],
+    "fail_job": [None, None, None, None, True],
+    "cancel_job": [None, None],
+    "complete_jobs": [None, None, None],
+    "fail_jobs": [None, None, None, None, True],
+    "start_run": [None, None, None],
+    "complete_external_step": [None, None, None, None, None, None, None, None],
+    "cancel_run": [None, None, None],
+}
+# What each call selects, so that no value the client cannot load
+# (infinite or BC timestamps) comes back.
+SELECTS = {
+    "enqueue": "x::text",
+    "claim": "x.id, x.lease_token, x.status::text, x.job_type, x.organization_id,"
+             " x.stage, x.priority, x.run_at::text, x.worker_id, x.attempt",
+    "heartbeat": "x::text",
+    "complete_job": "1",
+    "fail_job": "1",
+    "release_job": "1",
+    "cancel_job": "1",
+    "reap_expired": "x",
+    "complete_jobs": "x",
+    "fail_jobs": "x",
+    "start_run": "x",
+    "complete_external_step": "x.id, x.step_key, x.status::text",
+    "cancel_run": "x::text",
+}
+
+# ---------------------------------------------------------------------------
+# Bookkeeping
+
+
+class Violation(AssertionError):
+    """A broken contract; one subclass per kind so Hypothesis keeps them apart."""
+
+
+_violation_types = {}
+FAILURES = {}       # signature -> list of descriptions, in the order seen
+STATS = {"examples": 0, "calls": 0, "outcomes": {}}
+
+
+def violation(sig, text):
+    cls = _violation_types.get(sig)
+    if cls is None:
+        name = "Violation_" + re.sub(r"\W+", "_", sig)[:80]
+        cls = _violation_types[sig] = type(name, (Violation,), {})
+    FAILURES.setdefault(sig, []).append(text)
+    return cls("[%s] %s" % (sig, text))
+
+
+def short(v, limit=160):
+    """A printable, bounded description of a parameter value."""
+    if isinstance(v, str):
+        b = len(v.encode())
+        if len(v) > limit:
+            return "<text of %d chars, %d bytes: %r...>" % (len(v), b, v[:40])
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(short(x, 60) for x in v[:6])
+        more = ", ... %d in all" % len(v) if len(v) > 6 else ""
+        return "[" + inner + more + "]"
+    return repr(v)
+
+
+def describe(sql, params):
+    shown = sql if len(sql) < 400 else sql[:400] + "..."
+    return "%s  params=(%s)" % (shown, ", ".join(short(p) for p in params))
+
+
+# ---------------------------------------------------------------------------
+# Database session
+
+
+class Outcome:
+    def __init__(self, ok, rows=None, sqlstate=None, message=None, crashed=False,
+                 wrote=False):
+        self.ok = ok
+        self.rows = rows
+        self.sqlstate = sqlstate
+        self.message = message
+        self.crashed = crashed
+        self.wrote = wrote
+
+    @property
+    def code(self):
+        if self.message is None:
+            return None
+        m = CODE_RE.match(self.message)
+        return m.group(1) if m else None
+
+    def __str__(self):
+        if self.crashed:
+            return "connection lost: %s" % self.message
+        if self.ok:
+            return "success, rows=%s" % short(self.rows or [])
+        return "ERROR %s: %s" % (self.sqlstate, (self.message or "")[:300])
+
+
+SNAPSHOT_SQL = """
+SELECT (SELECT count(*) FROM workflow.workflow_runs),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
+          FROM workflow.workflow_runs t),
+       (SELECT count(*) FROM workflow.workflow_steps),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
+          FROM workflow.workflow_steps t),
+       (SELECT count(*) FROM workflow.workflow_step_dependencies),
+       (SELECT md5(coalesce(string_agg(t::text, '|'
+                   ORDER BY t.prerequisite_step_id, t.dependent_step_id), ''))
+          FROM workflow.workflow_step_dependencies t),
+       (SELECT count(*) FROM workflow.job_queue),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
+          FROM workflow.job_queue t)
+"""
+
+TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies"]
+
+
+class Session:
+    def __init__(self):
+        self.conn = None
+        self.limits = dict(DEFAULT_LIMITS)
+        # The tables' snapshot while known (a failed call changes nothing,
+        # which is checked), and whether they may differ from the fixture.
+        self.snap_cache = None
+        self.pools = None
+        self.dirty = True
+        self.connect()
+
+    def connect(self):
+        deadline = time.time() + 90
+        while True:
+            try:
+                self.conn = psycopg.connect(dbname=DBNAME, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        self.conn.execute("SET statement_timeout = '20s'")
+        self.conn.execute("SET client_min_messages = warning")
+        # no WAL flush wait per autocommit call: the data are throwaway
+        self.conn.execute("SET synchronous_commit = off")
+        # thousands of expected errors would drown the server log, which
+        # pg_virtualenv prints when the suite fails; crashes are still logged
+        try:
+            self.conn.execute("SET log_min_messages = fatal")
+            self.conn.execute("SET log_min_error_statement = panic")
+        except psycopg.errors.InsufficientPrivilege:
+            pass
+        self.set_limits(self.limits)
+
+    def set_limits(self, limits):
+        self.limits = dict(limits)
+        for k, v in limits.items():
+            self.conn.execute("SELECT pg_catalog.set_config(%s, %s, false)",
+                              ("workflow." + k, str(v)))
+
+    def q(self, sql, params=None):
+        """An internal query of the test; it must not fail."""
+        try:
+            cur = self.conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+        except psycopg.OperationalError:
+            if self.conn.broken or self.conn.closed:
+                self.connect()
+            raise
+
+    def snapshot(self, fresh=False):
+        if fresh or self.snap_cache is None:
+            self.snap_cache = self.q(SNAPSHOT_SQL)[0]
+        return self.snap_cache
+
+    def changed(self):
+        self.snap_cache = None
+        self.pools = None
+        self.dirty = True
+
+    def call(self, sql, params, expect_error=True):
+        """An API call: success, a server error, or a lost connection.
+        The tables are compared around a call that may fail; one the model
+        expects to succeed is reported anyway if it fails."""
+        STATS["calls"] += 1
+        before = self.snapshot() if expect_error or self.snap_cache else None
+        try:
+            cur = self.conn.execute(sql, params)
+            rows = cur.fetchall() if cur.description else []
+            self.changed()
+            return Outcome(True, rows=rows)
+        except psycopg.Error as e:
+            if self.conn.broken or self.conn.closed:
+                msg = str(e)
+                self.changed()
+                self.connect()
+                return Outcome(False, crashed=True, message=msg)
+            if e.sqlstate is None:
+                raise
+            out = Outcome(False, sqlstate=e.sqlstate,
+                          message=e.diag.message_primary or str(e))
+            if before is None:
+                self.changed()
+            else:
+                out.wrote = self.snapshot(fresh=True) != before
+                if out.wrote:
+                    self.changed()
+            return out
+
+
+# ---------------------------------------------------------------------------
+# Fixture: plain jobs and runs in every status, saved once, restored per
+# example with triggers off.
+
+MAIN_DEF = {"name": "fixture", "result_step": "c", "steps": [
+    {"key": "a", "job_type": "fz.a", "payload": {"n": 1}},
+    {"key": "b", "job_type": "fz.b", "depends_on": ["a"], "priority": 5,
+     "timeout_seconds": 3600, "stage": "s1"},
+    {"key": "ext1", "kind": "external"},
+    {"key": "ext2", "kind": "external",
+     "depends_on": [{"step": "a", "release": "on_terminal"}]},
+    {"key": "c", "job_type": "fz.c", "depends_on": ["b", "ext1"]},
+]}
+ONE_EXT = {"result_step": "only", "steps": [{"key": "only", "kind": "external"}]}
+
+FIX = {}   # names of fixture rows -> ids, and tokens seen while building it
+
+
+def build_fixture(s):
+    q = s.q
+    q("CREATE EXTENSION IF NOT EXISTS workflow")
+    q("BEGIN; SET LOCAL session_replication_role = replica;"
+      " DELETE FROM workflow.workflow_step_dependencies;"
+      " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_runs;"
+      " DELETE FROM workflow.job_queue; COMMIT")
+    stale = []
+
+    def enqueue(jt, org=None, stage=None, attempts=3, timeout=3600, priority=0):
+        return q("SELECT workflow.enqueue(%s, '{\"p\": 1}', %s, now(), %s, %s, %s, %s)",
+                 (jt, priority, attempts, timeout, org, stage))[0][0]
+
+    def claim_one(jt):
+        rows = q("SELECT id, lease_token FROM workflow.claim('fixture', ARRAY[%s], 1)", (jt,))
+        return rows[0]
+
+    FIX["queued"] = enqueue("fz.plain")
+    FIX["queued_org"] = enqueue("fz.plain", org=ORG, stage="s1", priority=3)
+    enqueue("fz.running", attempts=2)
+    FIX["running"], FIX["running_token"] = claim_one("fz.running")
+    enqueue("fz.last", attempts=1)
+    FIX["running_last"], _ = claim_one("fz.last")
+    enqueue("fz.done")
+    FIX["succeeded"], t = claim_one("fz.done")
+    q("SELECT workflow.complete_job(%s, %s, '{\"x\": 1}')", (FIX["succeeded"], t))
+    enqueue("fz.failed")
+    FIX["failed"], t = claim_one("fz.failed")
+    q("SELECT workflow.fail_job(%s, %s, 'E1', 'it broke', false)", (FIX["failed"], t))
+    enqueue("fz.canceled")
+    FIX["canceled"] = q("SELECT id FROM workflow.job_queue WHERE job_type = 'fz.canceled'")[0][0]
+    q("SELECT workflow.cancel_job(%s, 'not wanted')", (FIX["canceled"],))
+    enqueue("fz.retried")
+    FIX["retried"], t = claim_one("fz.retried")
+    stale.append(t)
+    q("SELECT workflow.fail_job(%s, %s, 'E2', 'try again', true)", (FIX["retried"], t))
+    enqueue("fz.released")
+    FIX["released"], t = claim_one("fz.released")
+    stale.append(t)
+    q("SELECT workflow.release_job(%s, %s)", (FIX["released"], t))
+    enqueue("fz.expired", attempts=2)
+    FIX["expired"], FIX["expired_token"] = claim_one("fz.expired")
+    enqueue("fz.expired_last", attempts=1)
+    FIX["expired_last"], _ = claim_one("fz.expired_last")
+    q("UPDATE workflow.job_queue SET leased_until = now() - interval '1 hour'"
+      " WHERE id IN (%s, %s)", (FIX["expired"], FIX["expired_last"]))
+
+    main = json.dumps(MAIN_DEF)
+    FIX["run_main"] = q("SELECT workflow.start_run(%s)", (main,))[0][0]
+    FIX["run_org"] = q("SELECT workflow.start_run(%s, %s, 'k-fixture')", (main, ORG))[0][0]
+    rows = q("SELECT j.id, j.lease_token FROM workflow.claim('fixture', ARRAY['fz.a'], 1,"
+             " %s) j", (ORG,))
+    FIX["run_org_a"] = rows[0][0]
+    FIX["run_mid"] = q("SELECT workflow.start_run(%s, NULL, 'k-mid')", (main,))[0][0]
+    # claims the a of run_main and of run_mid (run_org's is running already)
+    q("SELECT workflow.claim('fixture', ARRAY['fz.a'], 10)")
+    jid, tok = q("SELECT j.id, j.lease_token FROM workflow.job_queue j"
+                 " WHERE j.workflow_run_id = %s", (FIX["run_mid"],))[0]
+    q("SELECT workflow.complete_job(%s, %s, '{\"a\": \"done\"}')", (jid, tok))
+    q("SELECT workflow.complete_external_step(%s, 'ext1', 'FAILED', NULL, 'said no',"
+      " 'E.EXT', 'rejected')", (FIX["run_mid"],))
+    one = json.dumps(ONE_EXT)
+    FIX["run_done"] = q("SELECT workflow.start_run(%s, %s)", (one, ORG2))[0][0]
+    q("SELECT workflow.complete_external_step(%s, 'only', 'SUCCEEDED', '{\"ok\": true}',"
+      " 'fine', NULL, NULL, %s)", (FIX["run_done"], ORG2))
+    FIX["run_err"] = q("SELECT workflow.start_run(%s)", (one,))[0][0]
+    q("SELECT workflow.complete_external_step(%s, 'only', 'CANCELED', NULL, NULL,"
+      " 'E.X', 'gave up')", (FIX["run_err"],))
+    FIX["run_canceled"] = q("SELECT workflow.start_run(%s)", (main,))[0][0]
+    q("SELECT workflow.cancel_run(%s, 'fixture')", (FIX["run_canceled"],))
+    FIX["stale_tokens"] = stale
+    problems = q("SELECT * FROM workflow.verify()")
+    if problems:
+        raise RuntimeError("fixture fails verify(): %r" % (problems,))
+    q("DROP SCHEMA IF EXISTS fuzz_fixture CASCADE")
+    q("CREATE SCHEMA fuzz_fixture")
+    for t in TABLES:
+        q("CREATE TABLE fuzz_fixture.%s AS SELECT * FROM workflow.%s" % (t, t))
+
+
+RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
+             " DELETE FROM workflow.workflow_step_dependencies;"
+             " DELETE FROM workflow.workflow_steps;"
+             " DELETE FROM workflow.workflow_runs;"
+             " DELETE FROM workflow.job_queue;"
+             + "".join(" INSERT INTO workflow.%s SELECT * FROM fuzz_fixture.%s;" % (t, t)
+                       for t in TABLES)
+             + " COMMIT")
+
+
+FIXTURE_SNAPSHOT = []
+FIXTURE_POOLS = []
+
+
+def reset(s):
+    """Back to the fixture; nothing to do when no call changed anything."""
+    if not s.dirty:
+        return
+    try:
+        s.q(RESET_SQL)
+    except psycopg.Error:
+        if not s.conn.broken:
+            s.conn.execute("ROLLBACK")     # leave no aborted transaction behind
+        raise
+    if not FIXTURE_SNAPSHOT:
+        FIXTURE_SNAPSHOT.append(s.snapshot(fresh=True))
+        FIXTURE_POOLS.append(_Pools(s))
+    s.snap_cache = FIXTURE_SNAPSHOT[0]
+    s.pools = FIXTURE_POOLS[0]
+    s.dirty = False
+
+
+def check_verify(s, where):
+    if not s.dirty:     # the fixture itself, verified when it was built
+        return
+    problems = s.q("SELECT workflow_run_id::text, step_key, problem, expected, actual"
+                   " FROM workflow.verify()")
+    if problems:
+        raise violation("verify() after %s" % where,
+                        "workflow.verify() returned %d rows, first: %r"
+                        % (len(problems), problems[:3]))
+
+
+# ---------------------------------------------------------------------------
+# Values: strategies produce small specs; resolve() turns them into
+# parameters at call time, so printed examples stay short.
+
+def _same(x):
+    return x
+
+
+def weighted(*pairs):
+    """one_of with weights: one_of drops a repeated strategy object, so each
+    copy is a distinct wrapper."""
+    options = []
+    for w, strat in pairs:
+        options.extend(strat.map(_same) for _ in range(w))
+    return st.one_of(*options)
+
+
+SAFE_CHAR = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+small_text = st.text(SAFE_CHAR, max_size=12)
+# ("long", length, seed, flavour): a long string built at call time
+long_text = st.tuples(st.just("long"), st.integers(1, 5000), st.integers(0, 3),
+                      st.sampled_from(["ascii", "unicode", "repeat"]))
+text_spec = weighted((3, small_text), (1, long_text))
+
+
+_POOL_RNG = random.Random(7)
+UNICODE_POOL = [chr(c) for c in (_POOL_RNG.randrange(1, 0x30000) for _ in range(6000))
+                if not 0xD800 <= c <= 0xDFFF][:4096]
+
+
+def gen_long(n, seed, flavour):
+    """n characters: printable ASCII that does not compress, any Unicode
+    (NUL and surrogates excepted), or a repeated pattern."""
+    r = random.Random(seed * 1000003 + n)
+    if flavour == "repeat":
+        return ("ab\u00e9" * n)[:n]
+    if flavour == "ascii":
+        return base64.b64encode(r.randbytes(n * 3 // 4 + 3)).decode()[:n]
+    idx = memoryview(r.randbytes(2 * n)).cast("H")
+    return "".join([UNICODE_POOL[i & 4095] for i in idx])
+
+
+def resolve_text(spec):
+    if isinstance(spec, tuple) and spec and spec[0] == "long":
+        return gen_long(spec[1], spec[2], spec[3])
+    return spec
+
+
+def utf8_len(s):
+    return len(s.encode())
+
+
+def truncate(msg, limit):
+    """WfTruncateMessage: cut at a character boundary to at most limit bytes."""
+    if msg is None:
+        return None
+    b = msg.encode()
+    if len(b) <= limit:
+        return msg
+    return b[:limit].decode("utf-8", errors="ignore")
+
+
+json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+                        st.floats(allow_nan=False, allow_infinity=False), small_text)
+json_key = st.one_of(small_text, st.sampled_from(sorted(TOP_KEYS | STEP_KEYS | DEP_KEYS)))
+json_any = st.recursive(
+    json_scalar,
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(json_key, c, max_size=4)),
+    max_leaves=20)
+
+
+class Raw:
+    """A JSON value written as text at call time: huge or deeply nested."""
+
+    def __init__(self, kind, n, seed=0):
+        self.kind, self.n, self.seed = kind, n, seed
+
+    def __repr__(self):
+        return "Raw(%r, %d, %d)" % (self.kind, self.n, self.seed)
+
+    def text(self):
+        if self.kind == "deep_array":
+            return "[" * self.n + "]" * self.n
+        if self.kind == "deep_object":
+            return '{"a": ' * self.n + "1" + "}" * self.n
+        if self.kind == "big_string":   # a JSON string of n characters
+            return json.dumps(gen_long(self.n, self.seed, "ascii"))
+        if self.kind == "big_array":    # n small numbers
+            return "[" + ",".join(str(i % 1000) for i in range(self.n)) + "]"
+        raise ValueError(self.kind)
+
+
+def json_text(v):
+    """JSON text of a value that may hold Raw parts."""
+    raws = []
+
+    def default(o):
+        if isinstance(o, Raw):
+            raws.append(o)
+            return "\x01RAW%d\x01" % (len(raws) - 1)
+        raise TypeError(type(o))
+
+    text = json.dumps(v, default=default, ensure_ascii=False)
+    for i, r in enumerate(raws):
+        text = text.replace('"\\u0001RAW%d\\u0001"' % i, r.text())
+    return text
+
+
+payload_spec = weighted(
+    (6, json_any),
+    (1, st.builds(Raw, st.sampled_from(["deep_array", "deep_object"]), st.integers(1, 3000))),
+    (1, st.builds(Raw, st.just("big_string"), st.integers(1, 1100000), st.integers(0, 3))),
+    (1, st.builds(Raw, st.just("big_array"), st.integers(1, 300000))))
+
+
+def resolve_jsonb(spec):
+    """None is SQL NULL; ("json", v) is v as JSON (v None is JSON null);
+    ("def", text) is a definition's text."""
+    if spec is None:
+        return None
+    if isinstance(spec, tuple) and spec and spec[0] in ("json", "def"):
+        return spec[1] if spec[0] == "def" else json_text(spec[1])
+    return json_text(spec)
+
+
+int4 = st.one_of(st.integers(INT32_MIN, INT32_MAX),
+                 st.sampled_from([0, -1, 1, 2, 1000, 1001, INT32_MAX, INT32_MIN]))
+timestamp_spec = st.one_of(
+    st.sampled_from(["now", "infinity", "-infinity", "epoch", "4714-11-24 00:00:00+00 BC",
+                     "294276-12-31 23:59:59.999999+00", "2000-01-01 00:00:00+00"]),
+    st.datetimes().map(lambda d: d.isoformat() + "+00"))
+
+# References: ("job", i, u) picks the i-th job of the current state (u when
+# there is none), ("run", ...) a run, ("step", ...) a step, ("uuid", _, u)
+# is u, which exists nowhere, ("nil", ...) and ("max", ...) the extreme
+# uuids.  Tokens: ("own", ...) is the current token of the job the call
+# names, ("job", i, _) another job's, ("stale", i, _) one that a retry or a
+# release cleared in the fixture.
+token_ref = st.one_of(
+    st.none(),
+    st.tuples(st.sampled_from(["own", "own", "own", "job", "stale", "uuid"]),
+              st.integers(0, 63), st.uuids()))
+org_ref = weighted((6, st.none()), (1, st.sampled_from(["ORG", "ORG2"])), (1, st.uuids()))
+
+
+def Pools(s):
+    """The rows that references pick from, as they are now."""
+    if s.pools is None:
+        s.pools = _Pools(s)
+    return s.pools
+
+
+class _Pools:
+    def __init__(self, s):
+        self.jobs = s.q("SELECT id, lease_token FROM workflow.job_queue ORDER BY id")
+        self.runs = [r[0] for r in s.q("SELECT id FROM workflow.workflow_runs ORDER BY id")]
+        self.steps = s.q("SELECT id, workflow_run_id, step_key FROM workflow.workflow_steps"
+                         " ORDER BY id")
+        self.token_of = {j: t for j, t in self.jobs}
+
+
+def resolve_uuid(ref, P):
+    if ref is None:
+        return None
+    kind, i, u = ref
+    pick = {"job": [j for j, _ in P.jobs], "run": P.runs, "step": [r[0] for r in P.steps]}
+    if kind in pick:
+        rows = pick[kind]
+        return rows[i % len(rows)] if rows else u
+    if kind == "nil":
+        return uuid.UUID(int=0)
+    if kind == "max":
+        return uuid.UUID(int=2**128 - 1)
+    return u
+
+
+def resolve_token(ref, job_id, P):
+    if ref is None:
+        return None
+    kind, i, u = ref
+    if kind == "own":
+        t = P.token_of.get(job_id)
+        return t if t is not None else u
+    if kind == "job":
+        toks = [t for _, t in P.jobs if t is not None]
+        return toks[i % len(toks)] if toks else u
+    if kind == "stale":
+        stale = FIX.get("stale_tokens") or []
+        return stale[i % len(stale)] if stale else u
+    return u
+
+
+def resolve_org(ref):
+    if ref == "ORG":
+        return ORG
+    if ref == "ORG2":
+        return ORG2
+    return ref
+
+
+def array_literal(elems, shape):
+    """A PostgreSQL array literal of text elements (None is NULL)."""
+    def item(e):
+        if e is None:
+            return "NULL"
+        return '"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    if shape == "2d" and len(elems) >= 2:
+        half = len(elems) // 2
+        rows = [elems[:half], elems[half:2 * half]]
+        return "{" + ",".join("{" + ",".join(item(e) for e in r) + "}" for r in rows) + "}", 2
+    body = "{" + ",".join(item(e) for e in elems) + "}"
+    if shape == "lb0" and elems:
+        return "[0:%d]=" % (len(elems) - 1) + body, 1
+    return body, 1
+
+
+# ---------------------------------------------------------------------------
+# Models: what each call must do, given its arguments and the rows it reads.
+
+
+class Expect:
+    def __init__(self, result, post=None, why=""):
+        self.result = result    # "ok", a code, a set of codes, or ANY_CODE
+        self.post = post        # check of a successful call's rows
+        self.why = why
+
+
+def jsonb_size(s, text):
+    return s.q("SELECT pg_catalog.pg_column_size(%s::jsonb)", (text,))[0][0]
+
+
+def too_big(s, text):
+    """Whether a JSON text is over workflow.max_payload_bytes as jsonb."""
+    if text is None or len(text) < s.limits["max_payload_bytes"] // 8:
+        return False
+    return jsonb_size(s, text) > s.limits["max_payload_bytes"]
+
+
+def job_row(s, job_id, output_text=None):
+    rows = s.q("SELECT status::text, lease_token, last_error_code, last_error_message,"
+               " (output IS NOT DISTINCT FROM %s::jsonb)"
+               " FROM workflow.job_queue WHERE id = %s", (output_text, job_id))
+    return rows[0] if rows else None
+
+
+def model_enqueue(s, a):
+    jt, payload, prio, run_at, attempts, timeout, org, stage = a
+    if jt is None or utf8_len(jt) == 0 or utf8_len(jt) > s.limits["max_job_type_bytes"]:
+        return Expect(IA, why="job_type")
+    if payload is None or too_big(s, payload):
+        return Expect(IA, why="payload")
+    if prio is None or run_at is None:
+        return Expect(IA, why="null")
+    if attempts is None or attempts < 1 or timeout is None or timeout < 1:
+        return Expect(IA, why="max_attempts/timeout")
+
+    def post(out):
+        rows = s.q("SELECT status::text, job_type, priority, max_attempts, timeout_seconds,"
+                   " organization_id, stage FROM workflow.job_queue WHERE id = %s::uuid",
+                   (out.rows[0][0],))
+        if rows != [("QUEUED", jt, prio, attempts, timeout, org, stage)]:
+            return "enqueued row is %r" % (rows,)
+    return Expect("ok", post)
+
+
+def model_claim(s, a):
+    worker, types, batch, org, stage = a
+    if worker is None or batch is None or not (1 <= batch <= 1000):
+        return Expect(IA)
+    if types is not None:
+        elems, ndim = types
+        if ndim > 1 or not elems or any(e is None for e in elems):
+            return Expect(IA)
+    filt = " AND j.job_type = ANY(%s)" if types is not None else ""
+    params = [types[0]] if types is not None else []
+    if org is not None:
+        filt += " AND j.organization_id = %s"
+        params.append(org)
+    if stage is not None:
+        filt += " AND j.stage = %s"
+        params.append(stage)
+    base = ("SELECT count(*) FROM workflow.job_queue j WHERE j.status = 'QUEUED'"
+            " AND j.run_at <= now() + %s::interval" + filt)
+    lo = s.q(base, ["-1 second"] + params)[0][0]
+    hi = s.q(base, ["5 seconds"] + params)[0][0]
+    queued = {r[0] for r in s.q("SELECT id FROM workflow.job_queue WHERE status = 'QUEUED'")}
+
+    def post(out):
+        n = len(out.rows)
+        if not (min(batch, lo) <= n <= min(batch, hi)):
+            return "claimed %d jobs, expected %d..%d" % (n, min(batch, lo), min(batch, hi))
+        for r in out.rows:
+            jid, token, status, jt, jorg, jstage, _, _, w, _ = r
+            if jid not in queued:
+                return "claimed job %s that was not QUEUED" % jid
+            if status != "RUNNING" or token is None or w != worker:
+                return "claimed row %r" % (r,)
+            if types is not None and jt not in types[0]:
+                return "job_type %r outside the filter" % jt
+            if org is not None and jorg != org:
+                return "organization outside the filter"
+            if stage is not None and jstage != stage:
+                return "stage outside the filter"
+        return None
+    return Expect("ok", post)
+
+
+def worker_expect(fn, row, token, code=None, message=None, s=None):
+    if row is None:
+        return "job.not_found"
+    status, cur, last_code, last_msg, same_output = row
+    if status == "CANCELED":
+        return "job.canceled"
+    if cur is None or cur != token:
+        return "job.lease_lost"
+    if status == "RUNNING":
+        return "ok"
+    if fn == "complete_job" and status == "SUCCEEDED" and same_output:
+        return "ok"
+    if (fn == "fail_job" and status == "FAILED" and last_code == code
+            and last_msg == truncate(message, s.limits["max_error_message_bytes"])):
+        return "ok"
+    return "job.not_running"
+
+
+def model_heartbeat(s, a):
+    job, token = a
+    if job is None or token is None:
+        return Expect(IA)
+    r = worker_expect("heartbeat", job_row(s, job), token)
+
+    def post(out):
+        if out.rows[0][0] is None:
+            return "heartbeat returned NULL"
+    return Expect(r, post)
+
+
+def model_release_job(s, a):
+    job, token = a
+    if job is None or token is None:
+        return Expect(IA)
+    return Expect(worker_expect("release_job", job_row(s, job), token))
+
+
+def model_complete_job(s, a):
+    job, token, output = a
+    if job is None or token is None:
+        return Expect(IA)
+    if output is not None and too_big(s, output):
+        return Expect(IA)
+    r = worker_expect("complete_job", job_row(s, job, output), token)
+
+    def post(out):
+        st_ = s.q("SELECT status::text FROM workflow.job_queue WHERE id = %s", (job,))
+        if st_ != [("SUCCEEDED",)]:
+            return "job is %r after complete_job" % (st_,)
+    return Expect(r, post)
+
+
+def model_fail_job(s, a):
+    job, token, code, message, retryable = a
+    if job is None or token is None or code is None or retryable is None:
+        return Expect(IA)
+    return Expect(worker_expect("fail_job", job_row(s, job), token, code, message, s))
+
+
+def model_cancel_job(s, a):
+    job, reason = a
+    if job is None:
+        return Expect(IA)
+    row = job_row(s, job)
+    if row is None:
+        return Expect("job.not_found")
+    if row[0] == "CANCELED":
+        return Expect("job.canceled")
+    if row[0] in ("SUCCEEDED", "FAILED"):
+        return Expect("job.not_running")
+    return Expect("ok")
+
+
+def model_reap(s, a):
+    count = ("SELECT count(*) FROM workflow.job_queue WHERE status = 'RUNNING'"
+             " AND leased_until < now() + %s::interval")
+    lo = min(100, s.q(count, ("-1 second",))[0][0])
+    hi = min(100, s.q(count, ("5 seconds",))[0][0])
+
+    def post(out):
+        n = out.rows[0][0]
+        if n is None or not (lo <= n <= hi):
+            return "reap_expired returned %r, expected %d..%d" % (n, lo, hi)
+    return Expect("ok", post)
+
+
+def model_batch(fn, s, a):
+    if fn == "complete_jobs":
+        ids, tokens, outputs = a
+        codes = messages = None
+        retryable = True
+        arrays = [ids, tokens] + ([outputs] if outputs is not None else [])
+        required = [ids, tokens]
+    else:
+        ids, tokens, codes, messages, retryable = a
+        outputs = None
+        arrays = [ids, tokens, codes, messages]
+        required = arrays + [retryable]
+    if any(x is None for x in required):
+        return Expect(IA, why="NULL argument")
+    if any(arr[1] > 1 for arr in arrays):
+        return Expect(IA, why="two-dimensional")
+    n = len(ids[0])
+    if any(len(arr[0]) != n for arr in arrays):
+        return Expect(IA, why="unequal lengths")
+    if any(x is None for x in ids[0]) or any(x is None for x in tokens[0]):
+        return Expect(IA, why="NULL element")
+    if codes is not None and any(x is None for x in codes[0]):
+        return Expect(IA, why="NULL error code")
+    if outputs is not None and any(o is not None and too_big(s, o) for o in outputs[0]):
+        return Expect(IA, why="output too big")
+    if n == 0:
+        return Expect("ok", lambda out: None if out.rows == [] else "rows %r" % out.rows)
+    if len(set(ids[0])) != n:
+        return Expect(IA, why="duplicate id")
+    state = {r[0]: r[1:] for r in s.q(
+        "SELECT id, status::text, lease_token, last_error_code, last_error_message"
+        " FROM workflow.job_queue WHERE id = ANY(%s)", (ids[0],))}
+    limit = s.limits["max_error_message_bytes"]
+    returned = []
+    for k in sorted(range(n), key=lambda i: ids[0][i]):
+        jid, tok = ids[0][k], tokens[0][k]
+        row = state.get(jid)
+        if row is None:
+            return Expect("job.not_found")
+        status, cur, last_code, last_msg = row
+        if status == "CANCELED" or cur is None or cur != tok:
+            continue
+        if status == "RUNNING":
+            returned.append(jid)
+            continue
+        if fn == "complete_jobs":
+            out_k = outputs[0][k] if outputs is not None else None
+            same = s.q("SELECT output IS NOT DISTINCT FROM %s::jsonb FROM workflow.job_queue"
+                       " WHERE id = %s", (out_k, jid))[0][0]
+            if status == "SUCCEEDED" and same:
+                returned.append(jid)
+                continue
+        elif (status == "FAILED" and last_code == codes[0][k]
+              and last_msg == truncate(messages[0][k], limit)):
+            returned.append(jid)
+            continue
+        return Expect("job.not_running")
+
+    def post(out):
+        got = [r[0] for r in out.rows]
+        if got != returned:
+            return "returned %s, expected %s" % (short(got), short(returned))
+    return Expect("ok", post)
+
+
+def model_complete_jobs(s, a):
+    return model_batch("complete_jobs", s, a)
+
+
+def model_fail_jobs(s, a):
+    return model_batch("fail_jobs", s, a)
+
+
+def model_complete_external_step(s, a):
+    run, key, status, output, reason, code, message, org = a
+    if run is None or key is None or status is None:
+        return Expect(IA)
+    runs = s.q("SELECT organization_id FROM workflow.workflow_runs WHERE id = %s", (run,))
+    if not runs or (org is not None and runs[0][0] != org):
+        return Expect("workflow.run_not_found")
+    steps = s.q("SELECT execution_kind::text, status::text, completed_externally,"
+                " output IS NOT DISTINCT FROM %s::jsonb, status_reason, last_error_code,"
+                " last_error_message FROM workflow.workflow_steps"
+                " WHERE workflow_run_id = %s AND step_key = %s", (output, run, key))
+    if not steps:
+        return Expect("workflow.external_step_not_found")
+    kind, cur, done, same_output, old_reason, old_code, old_msg = steps[0]
+    if kind != "EXTERNAL":
+        return Expect("workflow.external_step_not_external")
+    if status not in TERMINAL:
+        return Expect("workflow.external_completion_invalid_status")
+    if output is not None and (status != "SUCCEEDED" or too_big(s, output)):
+        return Expect("workflow.external_completion_output_invalid")
+
+    def post(out):
+        if len(out.rows) != 1 or out.rows[0][1] != key or out.rows[0][2] != status:
+            return "returned %r" % (out.rows,)
+    if done:
+        if cur != status:
+            return Expect("workflow.external_completion_conflict")
+        if not same_output:
+            return Expect("workflow.external_completion_output_conflict")
+        if (old_reason, old_code, old_msg) != (
+                reason, code, truncate(message, s.limits["max_error_message_bytes"])):
+            return Expect("workflow.external_completion_metadata_conflict")
+        return Expect("ok", post)
+    if cur != "WAITING_FOR_EXTERNAL":
+        return Expect("workflow.external_step_not_waiting")
+    return Expect("ok", post)
+
+
+def model_cancel_run(s, a):
+    run, reason, org = a
+    if run is None:
+        return Expect(IA)
+    rows = s.q("SELECT organization_id, status::text FROM workflow.workflow_runs"
+               " WHERE id = %s", (run,))
+    if not rows or (org is not None and rows[0][0] != org):
+        return Expect("workflow.run_not_found")
+    if rows[0][1] in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+        return Expect("workflow.run_already_terminal")
+
+    def post(out):
+        now = s.q("SELECT status::text FROM workflow.workflow_runs WHERE id = %s", (run,))
+        if out.rows != [("CANCELED",)] or now != [("CANCELED",)]:
+            return "returned %r, run is %r" % (out.rows, now)
+    return Expect("ok", post)
+
+
+def model_start_run(s, a, validity=None):
+    """validity: 'valid', 'invalid', 'either' (valid in JSON's eyes, such as
+    5.0 for an integer), or None when unknown (any JSON).  The definition is
+    checked first, then the idempotency key's length, then the key's run."""
+    definition, org, key = a
+    if definition is None or validity == "invalid":
+        return Expect(BAD_DEF)
+    bad_key = key is not None and not (
+        1 <= utf8_len(key) <= s.limits["max_idempotency_key_bytes"])
+    if validity is None:
+        allowed = {BAD_DEF, IA} if bad_key else {BAD_DEF, "ok"}
+        if key is not None and not bad_key:
+            allowed.add("workflow.idempotency_conflict")
+        return Expect(allowed, lambda out: start_run_post(s, out, None))
+    if validity == "either":
+        e = model_start_run(s, a, "valid")
+        return Expect({BAD_DEF, e.result}, e.post)
+    if bad_key:
+        return Expect(IA, why="idempotency_key length")
+    existing = None
+    if key is not None:
+        rows = s.q("SELECT id, definition = %s::jsonb FROM workflow.workflow_runs"
+                   " WHERE organization_id IS NOT DISTINCT FROM %s AND idempotency_key = %s",
+                   (definition, org, key))
+        if rows:
+            existing = rows[0]
+            if not existing[1]:
+                return Expect("workflow.idempotency_conflict")
+    nsteps = s.q("SELECT pg_catalog.jsonb_array_length(%s::jsonb -> 'steps')",
+                 (definition,))[0][0]
+    return Expect("ok", lambda out: start_run_post(s, out, existing and existing[0], nsteps))
+
+
+def start_run_post(s, out, same_as, nsteps=None):
+    rid = out.rows[0][0] if out.rows else None
+    if rid is None:
+        return "start_run returned NULL"
+    if same_as is not None and rid != same_as:
+        return "idempotent start_run returned %s, not %s" % (rid, same_as)
+    rows = s.q("SELECT steps_total FROM workflow.workflow_runs WHERE id = %s", (rid,))
+    if not rows:
+        return "run %s does not exist" % rid
+    if nsteps is not None and rows[0][0] != nsteps:
+        return "run has %d steps, the definition %d" % (rows[0][0], nsteps)
+    return None
+
+
+MODELS = {
+    "enqueue": model_enqueue, "claim": model_claim, "heartbeat": model_heartbeat,
+    "complete_job": model_complete_job, "fail_job": model_fail_job,
+    "release_job": model_release_job, "cancel_job": model_cancel_job,
+    "reap_expired": model_reap, "complete_jobs": model_complete_jobs,
+    "fail_jobs": model_fail_jobs, "complete_external_step": model_complete_external_step,
+    "cancel_run": model_cancel_run,
+}
+
+
+# ---------------------------------------------------------------------------
+# Performing one action
+
+
+def resolve(fn, specs, P):
+    """Parameters and model values of an action's arguments."""
+    params, values = [], []
+    job_ids = []
+    for (name, typ), spec in zip(SIGS[fn], specs):
+        if typ == "uuid":
+            if name == "lease_token":
+                v = resolve_token(spec, values[0] if values else None, P)
+            elif name == "organization_id":
+                v = resolve_org(spec)
+            else:
+                v = resolve_uuid(spec, P)
+            params.append(v)
+            values.append(v)
+        elif typ in ("text", "workflow.step_status"):
+            if isinstance(spec, tuple) and spec and spec[0] == "key_of":
+                keys = [k for _, r, k in P.steps if r == (values[0] if values else None)]
+                v = keys[spec[1] % len(keys)] if keys else "no-such-step"
+            else:
+                v = resolve_text(spec)
+            params.append(v)
+            values.append(v)
+        elif typ == "jsonb":
+            v = resolve_jsonb(spec)
+            params.append(v)
+            values.append(v)
+        elif typ in ("int4", "bool", "timestamptz"):
+            params.append(spec)
+            values.append(spec)
+        elif typ.endswith("[]"):
+            if spec is None:
+                params.append(None)
+                values.append(None)
+                continue
+            kind = spec[0]
+            if kind == "huge":
+                _, n, sd = spec
+                r = random.Random(sd)
+                elems = [uuid.UUID(int=r.getrandbits(128)) for _ in range(n)]
+                shape = "1d"
+            else:
+                _, items, shape = spec
+                elems = []
+                for i, it in enumerate(items):
+                    if typ == "uuid[]" and name == "job_ids":
+                        elems.append(resolve_uuid(it, P))
+                    elif typ == "uuid[]":
+                        own = job_ids[i] if i < len(job_ids) else None
+                        elems.append(resolve_token(it, own, P))
+                    elif typ == "jsonb[]":
+                        elems.append(None if it is None else json_text(it))
+                    else:
+                        elems.append(resolve_text(it))
+            if name == "job_ids":
+                job_ids = elems
+            lit, ndim = array_literal([None if e is None else str(e) for e in elems], shape)
+            params.append(lit)
+            if ndim == 2:
+                half = len(elems) // 2
+                elems = elems[:2 * half]
+            values.append((elems, ndim))
+        else:
+            raise ValueError(typ)
+    return params, values
+
+
+def build_sql(fn, n):
+    """The call with its first n arguments, each cast in the client."""
+    args = ", ".join("%%s::%s" % t for _, t in SIGS[fn][:n])
+    return "SELECT %s FROM workflow.%s(%s) x" % (SELECTS[fn], fn, args)
+
+
+def judge(s, fn, sql, params, out, expect):
+    """Applies the contract to one call's outcome; raises a Violation."""
+    what = describe(sql, params)
+    key = "%s %s" % (fn, "ok" if out.ok else out.code or out.sqlstate)
+    STATS["outcomes"][key] = STATS["outcomes"].get(key, 0) + 1
+    if out.crashed:
+        raise violation("%s: connection lost" % fn, "%s -> %s" % (what, out))
+    if not out.ok:
+        code = out.code
+        if code is None or code not in CODES:
+            raise violation("%s: undocumented error %s" % (fn, out.sqlstate),
+                            "%s -> %s" % (what, out))
+        if CODES[code] != out.sqlstate:
+            raise violation("%s: %s with SQLSTATE %s" % (fn, code, out.sqlstate),
+                            "%s -> %s (the table says %s)" % (what, out, CODES[code]))
+        if code == "workflow.internal_state":
+            raise violation("%s: workflow.internal_state" % fn, "%s -> %s" % (what, out))
+        if out.wrote:
+            raise violation("%s: failed call wrote" % fn,
+                            "%s -> %s, but the tables changed" % (what, out))
+    exp = expect.result
+    if exp == ANY_CODE:
+        return
+    allowed = exp if isinstance(exp, set) else {exp}
+    got = "ok" if out.ok else out.code
+    if got not in allowed:
+        raise violation("%s: unexpected %s" % (fn, got),
+                        "%s -> %s; expected %s%s" % (what, out, " or ".join(sorted(allowed)),
+                                                     " (%s)" % expect.why if expect.why else ""))
+    if out.ok and expect.post is not None:
+        problem = expect.post(out)
+        if problem:
+            raise violation("%s: wrong result" % fn, "%s -> %s: %s" % (what, out, problem))
+
+
+def perform(s, action):
+    fn = action["fn"]
+    specs = list(action["args"])
+    n = action.get("n", len(specs))
+    P = Pools(s)
+    params, values = resolve(fn, specs[:n], P)
+    full = list(values) + list(DEFAULTS.get(fn, [])[n:])
+    if fn == "start_run":
+        expect = model_start_run(s, full, action.get("validity"))
+    else:
+        expect = MODELS[fn](s, full)
+    sql = build_sql(fn, n)
+    out = s.call(sql, params, expect_error=expect.result != "ok")
+    judge(s, fn, sql, params, out, expect)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Action strategies
+
+
+def action(fn, *args, n=None):
+    return {"fn": fn, "args": list(args), "n": len(args) if n is None else n}
+
+
+@st.composite
+def trailing(draw, fn, args):
+    """Sometimes omits trailing arguments that have defaults."""
+    required = {"enqueue": 1, "claim": 1, "complete_job": 2, "fail_job": 4,
+                "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4, "start_run": 1,
+                "complete_external_step": 3, "cancel_run": 1}.get(fn, len(args))
+    n = len(args)
+    if required < n and draw(st.integers(0, 3)) == 0:
+        n = draw(st.integers(required, len(args)))
+    return action(fn, *args, n=n)
+
+
+def often(good, *rare, null=True):
+    """Mostly good values; sometimes one of the rare strategies, or NULL."""
+    return weighted((5, good), *[(1, r) for r in rare], *([(1, st.none())] if null else []))
+
+
+def jsonb_arg(values):
+    return values.map(lambda p: ("json", p))
+
+
+job_type_spec = often(st.sampled_from(["fz.plain", "fz.a", "fz.b", "fz.c", "fz.new", "fz.running"]),
+                      st.just(""), small_text, long_text, null=False)
+payload_arg = often(jsonb_arg(st.one_of(st.just({}), json_any)), jsonb_arg(payload_spec))
+output_arg = often(st.one_of(st.none(), jsonb_arg(st.sampled_from([{}, {"x": 1}, {"a": "done"}]))),
+                   jsonb_arg(payload_spec))
+positive = st.one_of(st.integers(1, 10), st.integers(1, INT32_MAX))
+
+
+@st.composite
+def enqueue_action(draw):
+    args = [draw(often(job_type_spec)), draw(payload_arg), draw(often(int4)),
+            draw(often(timestamp_spec)), draw(often(positive, int4)),
+            draw(often(positive, int4)), draw(org_ref),
+            draw(st.one_of(st.none(), st.just("s1"), small_text))]
+    return draw(trailing("enqueue", args))
+
+
+def array_spec(elem, max_size=6):
+    return st.tuples(st.just("arr"), st.lists(elem, max_size=max_size),
+                     st.sampled_from(["1d", "1d", "1d", "2d", "lb0"]))
+
+
+@st.composite
+def claim_action(draw):
+    types = draw(weighted((2, st.none()), (1, array_spec(often(job_type_spec), 4))))
+    args = [draw(often(st.just("w"), small_text, long_text)), types,
+            draw(often(st.integers(1, 20), int4)), draw(org_ref),
+            draw(weighted((3, st.none()), (1, st.just("s1")), (1, small_text)))]
+    return draw(trailing("claim", args))
+
+
+# a claim that takes whatever is due, so that later calls find running jobs
+claim_any = st.builds(lambda n: action("claim", "w", None, n), st.integers(1, 10))
+
+worker_job = often(st.tuples(st.just("job"), st.integers(0, 63), st.uuids()),
+                   st.tuples(st.sampled_from(["run", "uuid", "nil", "max"]), st.integers(0, 63),
+                             st.uuids()))
+worker_token = often(st.tuples(st.just("own"), st.integers(0, 63), st.uuids()), token_ref)
+error_code_arg = often(st.sampled_from(["E1", "E2", "E"]), small_text, long_text)
+error_message_arg = st.one_of(st.sampled_from(["it broke", "try again"]), text_spec,
+                              st.none())
+
+
+@st.composite
+def worker_action(draw):
+    fn = draw(st.sampled_from(["heartbeat", "complete_job", "fail_job", "release_job",
+                               "cancel_job", "complete_job", "fail_job"]))
+    job = draw(worker_job)
+    if fn == "heartbeat" or fn == "release_job":
+        args = [job, draw(worker_token)]
+    elif fn == "complete_job":
+        args = [job, draw(worker_token), draw(output_arg)]
+    elif fn == "fail_job":
+        args = [job, draw(worker_token), draw(error_code_arg), draw(error_message_arg),
+                draw(often(st.booleans()))]
+    else:
+        args = [job, draw(st.one_of(st.none(), text_spec))]
+    return draw(trailing(fn, args))
+
+
+@st.composite
+def batch_action(draw):
+    fn = draw(st.sampled_from(["complete_jobs", "fail_jobs"]))
+    n = draw(st.integers(0, 5))
+    unequal = draw(st.integers(0, 5)) == 0
+    shapes = st.sampled_from(["1d"] * 8 + ["2d", "lb0"])
+
+    def arr(elem, nullable=True):
+        size = st.integers(0, 6) if unequal else st.just(n)
+        a = size.flatmap(lambda k: st.tuples(st.just("arr"), st.lists(elem, min_size=k, max_size=k),
+                                             shapes))
+        return often(a) if nullable else a
+
+    if draw(st.integers(0, 15)) == 0:
+        big = draw(st.integers(1000, 20000))
+        sd = draw(st.integers(0, 3))
+        ids = ("huge", big, sd)
+        toks = ("huge", big, sd + 1)
+    else:
+        ids = draw(often(st.tuples(st.just("arr"), st.lists(
+            often(st.tuples(st.just("job"), st.integers(0, 63), st.uuids()), worker_job),
+            min_size=n, max_size=n), shapes)))
+        toks = draw(arr(worker_token))
+    if fn == "complete_jobs":
+        outs = draw(st.one_of(st.none(), arr(st.one_of(
+            st.none(), st.sampled_from([{}, {"x": 1}, {"a": "done"}]), payload_spec))))
+        args = [ids, toks, outs]
+    else:
+        args = [ids, toks, draw(arr(often(st.sampled_from(["E1", "E2"]), small_text))),
+                draw(arr(error_message_arg)), draw(often(st.booleans()))]
+    return draw(trailing(fn, args))
+
+
+# ("key_of", i): a step key of the run named by the first argument
+step_key_spec = often(st.tuples(st.just("key_of"), st.integers(0, 15)),
+                      st.sampled_from(["a", "b", "c", "ext1", "ext2", "only", "zz", ""]),
+                      small_text, long_text)
+run_ref = often(st.tuples(st.just("run"), st.integers(0, 63), st.uuids()),
+                st.tuples(st.sampled_from(["job", "step", "uuid", "nil"]), st.integers(0, 63),
+                          st.uuids()))
+terminal_label = st.sampled_from(["SUCCEEDED", "FAILED", "CANCELED"])
+
+
+@st.composite
+def external_action(draw):
+    args = [draw(run_ref), draw(step_key_spec),
+            draw(often(terminal_label, st.sampled_from(STEP_LABELS))),
+            draw(weighted((3, st.none()), (1, output_arg))),
+            draw(st.one_of(st.none(), st.sampled_from(["fine", "said no"]), text_spec)),
+            draw(st.one_of(st.none(), st.sampled_from(["E.EXT", "E.X"]), small_text)),
+            draw(st.one_of(st.none(), st.sampled_from(["rejected", "gave up"]), text_spec)),
+            draw(org_ref)]
+    return draw(trailing("complete_external_step", args))
+
+
+@st.composite
+def cancel_run_action(draw):
+    args = [draw(run_ref), draw(st.one_of(st.none(), text_spec)), draw(org_ref)]
+    return draw(trailing("cancel_run", args))
+
+
+reap_action = st.just(action("reap_expired"))
+FIXED_KEYS = ["k-fixture", "k-mid", "k1", "k2"]
+idem_key = weighted((4, st.none()), (3, st.sampled_from(FIXED_KEYS)), (1, small_text))
+
+
+# ---------------------------------------------------------------------------
+# Definitions: valid ones by construction, then mutations that each say
+# whether they keep the definition valid.
+
+
+def seeded_key(length):
+    """Keys of exactly length characters, built from a seed: drawing long
+    strings character by character makes Hypothesis slow."""
+    return st.integers(0, 2**20).map(
+        lambda sd: "".join(random.Random(sd).choices(KEY_CHARS, k=length)))
+
+
+def key_strategy(limit):
+    return st.one_of(st.text(KEY_CHARS, min_size=1, max_size=min(8, limit)),
+                     seeded_key(min(limit, 400)))
+
+
+def cut_bytes(t, limit):
+    """t cut to at most limit bytes at a character boundary, never empty."""
+    return t.encode()[:limit].decode("utf-8", errors="ignore") or "j"
+
+
+def job_type_valid(limit):
+    return st.one_of(st.sampled_from(["fz.new", "ci.test", "x"]), small_text.map(
+        lambda t: cut_bytes(t, limit)), st.builds(
+            lambda n, sd: cut_bytes(gen_long(n, sd, "unicode"), limit),
+            st.integers(1, min(limit, 6000)), st.integers(0, 3)))
+
+
+@st.composite
+def valid_definition(draw, limits):
+    n = draw(st.integers(1, min(8, limits["max_steps"])))
+    keys = draw(st.lists(key_strategy(limits["max_step_key_length"]), min_size=n, max_size=n,
+                         unique=True))
+    steps = []
+    nedges = 0
+    for i, k in enumerate(keys):
+        step = {"key": k}
+        if draw(st.integers(0, 3)) == 0:
+            step["kind"] = "external"
+        else:
+            if draw(st.booleans()):
+                step["kind"] = "job"
+            step["job_type"] = draw(job_type_valid(limits["max_job_type_bytes"]))
+        if i > 0 and draw(st.booleans()):
+            room = limits["max_edges"] - nedges
+            pre = draw(st.lists(st.sampled_from(keys[:i]), unique=True, max_size=min(3, room)))
+            deps = []
+            for p in pre:
+                form = draw(st.integers(0, 3))
+                if form == 0:
+                    deps.append({"step": p})
+                elif form == 1:
+                    deps.append({"step": p, "release": draw(st.sampled_from(
+                        ["on_success", "on_terminal"]))})
+                else:
+                    deps.append(p)
+            nedges += len(deps)
+            step["depends_on"] = deps
+        if draw(st.integers(0, 3)) == 0:
+            step["payload"] = draw(json_any.filter(lambda v: v is not None))
+        if draw(st.integers(0, 4)) == 0:
+            step["priority"] = draw(int4)
+        if draw(st.integers(0, 4)) == 0:
+            step["max_attempts"] = draw(st.integers(1, INT32_MAX))
+        if draw(st.integers(0, 4)) == 0:
+            step["timeout_seconds"] = draw(st.integers(1, INT32_MAX))
+        if draw(st.integers(0, 4)) == 0:
+            step["stage"] = draw(st.one_of(st.none(), small_text))
+        steps.append(step)
+    order = draw(st.permutations(range(n)))
+    d = {"steps": [steps[i] for i in order]}
+    if draw(st.booleans()):
+        d["name"] = draw(st.one_of(st.none(), small_text))
+    if draw(st.booleans()):
+        d["result_step"] = draw(st.one_of(st.none(), st.sampled_from(keys)))
+    return d
+
+
+NON_STRING = st.one_of(st.integers(-5, 5), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
+                       st.lists(json_scalar, max_size=2), st.dictionaries(small_text, json_scalar,
+                                                                           max_size=2))
+NON_STRING_OR_NULL = st.one_of(st.none(), NON_STRING)
+
+
+class Mut:
+    """Mutation state: the definition and what has been replaced in it."""
+
+    def __init__(self, d):
+        self.d = d
+        self.touched = set()
+        self.dup_key = None
+
+    def steps(self):
+        if isinstance(self.d, dict) and isinstance(self.d.get("steps"), list) \
+                and "steps" not in self.touched:
+            return self.d["steps"]
+        return None
+
+    def step(self, draw, need=None):
+        steps = self.steps()
+        if not steps:
+            return None, None
+        i = draw(st.integers(0, len(steps) - 1))
+        s = steps[i]
+        if not isinstance(s, dict) or ("step", i) in self.touched:
+            return None, None
+        if need is not None and not need(s):
+            return None, None
+        return i, s
+
+    def keys(self):
+        return [s.get("key") for s in (self.steps() or []) if isinstance(s, dict)]
+
+    def claim(self, *target):
+        """Marks a part as replaced; False when it was replaced already.
+        A part is a name ("steps", "name") or a (field, step index) pair."""
+        target = target[0] if len(target) == 1 else target
+        if target in self.touched:
+            return False
+        self.touched.add(target)
+        return True
+
+
+def unknown_key(known):
+    return st.one_of(st.sampled_from(["depend_on", "dependsOn", "Key", "job-type", " key",
+                                      "steps ", "release", "step", "name2", "Kind"]),
+                     small_text, long_text.map(resolve_text)).filter(lambda k: k not in known)
+
+
+def is_job(s):
+    return s.get("kind", "job") == "job" and "job_type" in s
+
+
+def is_external(s):
+    return s.get("kind") == "external"
+
+
+def dep_name(x):
+    """The step a depends_on item names, if it names one by a string."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, dict) and isinstance(x.get("step"), str):
+        return x["step"]
+    return None
+
+
+def transitive_dependents(steps, key):
+    out, frontier = set(), {key}
+    while frontier:
+        nxt = set()
+        for s in steps:
+            if not isinstance(s, dict) or not isinstance(s.get("depends_on"), list):
+                continue
+            names = {dep_name(d) for d in s["depends_on"]}
+            if names & frontier and s.get("key") not in out:
+                nxt.add(s.get("key"))
+        out |= nxt
+        frontier = nxt
+    return out
+
+
+def mutate(draw, m, name, limits):
+    """Applies one mutation; returns 'valid', 'invalid', 'either' or None."""
+    d = m.d
+    if name == "not_object":
+        if not m.claim("root"):
+            return None
+        m.d = draw(st.one_of(st.lists(json_any, max_size=3), json_scalar,
+                             st.builds(Raw, st.just("deep_array"), st.integers(1, 2000))))
+        m.touched.add("steps")
+        return "invalid"
+    if not isinstance(d, dict) or "root" in m.touched:
+        return None
+    if name == "steps_wrong":
+        if not m.claim("steps"):
+            return None
+        choice = draw(st.integers(0, 2))
+        if choice == 0:
+            d["steps"] = []
+        elif choice == 1:
+            del d["steps"]
+        else:
+            d["steps"] = draw(st.one_of(st.none(), NON_STRING.filter(lambda v: not isinstance(v, list)),
+                                        small_text))
+        return "invalid"
+    if name == "top_unknown":
+        d[draw(unknown_key(TOP_KEYS))] = draw(st.one_of(json_any, st.builds(
+            Raw, st.sampled_from(["deep_array", "deep_object"]), st.integers(1, 2000))))
+        return "invalid"
+    if name == "name_wrong":
+        if not m.claim("name"):
+            return None
+        d["name"] = draw(NON_STRING)
+        return "invalid"
+    if name == "name_unicode":
+        if not m.claim("name"):
+            return None
+        d["name"] = draw(st.one_of(st.none(), small_text, long_text.map(resolve_text)))
+        return "valid"
+    if name == "result_wrong":
+        if not m.claim("result_step"):
+            return None
+        keys = m.keys()
+        d["result_step"] = draw(st.one_of(NON_STRING, st.text(KEY_CHARS, min_size=1, max_size=6)
+                                          .filter(lambda k: k not in keys), st.just("")))
+        return "invalid"
+    steps = m.steps()
+    if steps is None:
+        return None
+    if not steps:
+        return None
+    if name == "step_not_object":
+        i = draw(st.integers(0, len(steps) - 1))
+        if not m.claim("step", i):
+            return None
+        steps[i] = draw(st.one_of(json_scalar, st.lists(json_any, max_size=2)))
+        return "invalid"
+    if name == "too_many_steps":
+        if limits["max_steps"] > 50 or not m.claim("count"):
+            return None
+        extra = limits["max_steps"] + 1 - len(steps)
+        for j in range(max(extra, 0) + draw(st.integers(0, 2))):
+            steps.append({"key": "extra%d" % j, "kind": "external"})
+        return "invalid"
+    if name == "too_many_edges":
+        if limits["max_edges"] > 50:
+            return None
+        goods = [s for s in steps if isinstance(s, dict) and isinstance(s.get("key"), str)]
+        if len(goods) < 2 or any("depends_on" in s and not isinstance(s["depends_on"], list)
+                                 for s in goods):
+            return None
+        total = sum(len(s.get("depends_on", [])) for s in goods)
+        need = limits["max_edges"] + 1 - total
+        if need <= 0:
+            return None
+        possible = []
+        existing = {}
+        for s in goods:
+            existing[s["key"]] = {dep_name(x) for x in s.get("depends_on", [])}
+        # only edges consistent with the current dependencies keep it acyclic:
+        # use the topological order implied by them
+        order = topo_order(goods)
+        if order is None:
+            return None
+        for j, b in enumerate(order):
+            for a in order[:j]:
+                if a not in existing[b]:
+                    possible.append((b, a))
+        if len(possible) < need or not m.claim("edges"):
+            return None
+        for b, a in possible[:need]:
+            s = next(x for x in goods if x["key"] == b)
+            s.setdefault("depends_on", []).append(a)
+            m.touched.add(("dep_added", repr(b)))
+        return "invalid"
+    if name == "cycle":
+        goods = [s for s in steps if isinstance(s, dict) and isinstance(s.get("key"), str)
+                 and isinstance(s.get("depends_on", []), list)]
+        if len(goods) < 2:
+            return None
+        x = draw(st.sampled_from(goods))
+        below = sorted(k for k in transitive_dependents(goods, x["key"]) if k != x["key"])
+        if below:
+            y = draw(st.sampled_from(below))
+            x.setdefault("depends_on", []).append(y)
+        else:
+            y = draw(st.sampled_from([s for s in goods if s is not x]))
+            if x["key"] in {k if isinstance(k, str) else None for k in y.get("depends_on", [])}:
+                return None
+            y.setdefault("depends_on", []).append(x["key"])
+            x.setdefault("depends_on", []).append(y["key"])
+        return "invalid"
+    if name == "dup_key":
+        goods = [(i, s) for i, s in enumerate(steps) if isinstance(s, dict)
+                 and isinstance(s.get("key"), str)]
+        if len(goods) < 2:
+            return None
+        (i, a), (j, b) = draw(st.permutations(goods))[:2]
+        if not m.claim("step", j):
+            return None
+        b["key"] = a["key"]
+        return "invalid"
+    if name == "reorder":
+        if "steps" in m.touched:
+            return None
+        d["steps"] = draw(st.permutations(steps))
+        return "valid"
+    if name == "dup_json_key":
+        m.dup_key = draw(st.sampled_from(sorted(d.keys()))) if d else None
+        return "valid" if m.dup_key else None
+    i, s = m.step(draw)
+    if s is None:
+        return None
+    keys = m.keys()
+    if name == "step_unknown":
+        s[draw(unknown_key(STEP_KEYS))] = draw(json_any)
+        return "invalid"
+    if name == "key_missing":
+        if not m.claim("key", i):
+            return None
+        s.pop("key", None)
+        return "invalid"
+    if name == "key_bad":
+        if not m.claim("key", i):
+            return None
+        lim = limits["max_step_key_length"]
+        s["key"] = draw(st.one_of(
+            NON_STRING_OR_NULL, st.just(""),
+            st.integers(lim + 1, lim + 40).flatmap(seeded_key),
+            st.tuples(st.text(KEY_CHARS, max_size=4), st.sampled_from(" /\u00e9\u4e2d\U0001F600!\"'\t#"),
+                      st.text(KEY_CHARS, max_size=4)).map("".join),
+            st.integers(lim + 1, 100000).map(lambda n: "k" * n)))
+        return "invalid"
+    if name == "key_max":
+        if not m.claim("key", i) or not isinstance(s.get("key"), str):
+            return None
+        old = s["key"]
+        new = draw(seeded_key(min(limits["max_step_key_length"], 400)))
+        if new in keys:
+            return None
+        rename(d, old, new)
+        return "valid"
+    if name == "kind_bad":
+        if not m.claim("kind", i):
+            return None
+        s["kind"] = draw(st.one_of(NON_STRING_OR_NULL, st.sampled_from(
+            ["JOB", "External", "", "ext", "job ", "manual"]), small_text.filter(
+                lambda k: k not in ("job", "external"))))
+        return "invalid"
+    if name == "job_type_missing":
+        if not is_job(s) or not m.claim("job_type", i):
+            return None
+        del s["job_type"]
+        return "invalid"
+    if name == "job_type_bad":
+        if not is_job(s) or not m.claim("job_type", i):
+            return None
+        lim = limits["max_job_type_bytes"]
+        s["job_type"] = draw(st.one_of(
+            NON_STRING_OR_NULL, st.just(""),
+            st.integers(lim + 1, lim + 300).map(lambda n: "t" * n),
+            st.integers(lim // 3 + 1, lim + 100).map(lambda n: "\u4e2d" * n),
+            st.integers(1, 50000).map(lambda n: "\U0001F600" * (lim // 4 + n))))
+        return "invalid"
+    if name == "job_type_max":
+        if not is_job(s) or not m.claim("job_type", i):
+            return None
+        lim = limits["max_job_type_bytes"]
+        if lim > 6000:
+            s["job_type"] = draw(st.builds(lambda n, sd: cut_bytes(gen_long(n, sd, "unicode"), lim),
+                                           st.integers(2000, 6000), st.integers(0, 3)))
+        else:
+            s["job_type"] = draw(st.sampled_from(["t" * lim, "\u00e9" * (lim // 2) + "t" * (lim % 2),
+                                                  "\U0001F600" * (lim // 4) + "t" * (lim % 4)]))
+        return "valid"
+    if name == "external_job_type":
+        if not is_external(s) or not m.claim("job_type", i):
+            return None
+        s["job_type"] = draw(st.one_of(st.none(), st.just("x"), json_scalar))
+        return "invalid"
+    if name == "payload_bad":
+        if not m.claim("payload", i):
+            return None
+        if draw(st.booleans()):
+            s["payload"] = None
+        else:
+            s["payload"] = Raw("big_string", limits["max_payload_bytes"] + draw(st.integers(0, 5000)),
+                               draw(st.integers(0, 3)))
+        return "invalid"
+    if name == "payload_ok":
+        if not m.claim("payload", i):
+            return None
+        # a nesting level takes up to about 16 bytes of jsonb
+        depth = max(1, min(2000, (limits["max_payload_bytes"] - 1024) // 16))
+        s["payload"] = draw(st.one_of(
+            json_any.filter(lambda v: v is not None),
+            json_any.filter(lambda v: v is not None),
+            st.builds(Raw, st.sampled_from(["deep_array", "deep_object"]), st.integers(1, depth)),
+            st.just(Raw("big_string", limits["max_payload_bytes"] - 1024))))
+        return "valid"
+    if name in ("priority_bad", "max_attempts_bad", "timeout_bad"):
+        field = {"priority_bad": "priority", "max_attempts_bad": "max_attempts",
+                 "timeout_bad": "timeout_seconds"}[name]
+        if not m.claim(field, i):
+            return None
+        low = INT32_MIN if field == "priority" else 1
+        bad = st.one_of(
+            st.none(), st.booleans(), st.text("0123456789", min_size=1, max_size=3),
+            st.lists(st.integers(), max_size=1), st.dictionaries(small_text, st.integers(), max_size=1),
+            st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != int(f)),
+            st.integers(INT32_MAX + 1, 2**80), st.integers(-(2**80), low - 1))
+        s[field] = draw(bad)
+        return "invalid"
+    if name == "int_float":
+        field = draw(st.sampled_from(["priority", "max_attempts", "timeout_seconds"]))
+        if not m.claim(field, i):
+            return None
+        s[field] = float(draw(st.integers(1, 1000)))
+        return "either"     # 5.0 is an integer in JSON's eyes; the engine may refuse it
+    if name == "int_extreme":
+        field = draw(st.sampled_from(["priority", "max_attempts", "timeout_seconds"]))
+        if not m.claim(field, i):
+            return None
+        low = INT32_MIN if field == "priority" else 1
+        s[field] = draw(st.sampled_from([low, INT32_MAX]))
+        return "valid"
+    if name == "stage_bad":
+        if not m.claim("stage", i):
+            return None
+        s["stage"] = draw(NON_STRING)
+        return "invalid"
+    if name == "stage_unicode":
+        if not m.claim("stage", i):
+            return None
+        s["stage"] = draw(st.one_of(st.none(), small_text, long_text.map(resolve_text)))
+        return "valid"
+    if name == "depends_wrong":
+        if not m.claim("depends_on", i) or ("dep_added", repr(s.get("key"))) in m.touched:
+            return None
+        s["depends_on"] = draw(st.one_of(st.none(), small_text, st.integers(),
+                                         st.dictionaries(small_text, json_scalar, max_size=2)))
+        return "invalid"
+    deps = s.get("depends_on", [])
+    if not isinstance(deps, list) or ("depends_on", i) in m.touched:
+        return None
+    if name == "dep_elem_bad":
+        s.setdefault("depends_on", []).append(draw(st.one_of(
+            st.none(), st.integers(), st.booleans(), st.lists(small_text, max_size=2))))
+        return "invalid"
+    if name == "dep_obj_bad":
+        others = [k for k in keys if isinstance(k, str) and k != s.get("key")]
+        k = draw(st.sampled_from(others)) if others else "nope"
+        s.setdefault("depends_on", []).append(draw(st.one_of(
+            st.just({}), st.just({"release": "on_success"}),
+            st.fixed_dictionaries({"step": NON_STRING_OR_NULL}),
+            st.fixed_dictionaries({"step": st.just(k), "release": st.one_of(
+                NON_STRING_OR_NULL, st.sampled_from(["ON_SUCCESS", "on-terminal", "always", ""]))}),
+            st.fixed_dictionaries({"step": st.just(k), "releases": st.just("on_success")}),
+            st.fixed_dictionaries({"step": st.just(k), "extra": json_scalar}))))
+        return "invalid"
+    if name == "dep_unknown":
+        unknown = st.one_of(st.text(KEY_CHARS, min_size=1, max_size=6), small_text,
+                            long_text.map(resolve_text)).filter(lambda k: k not in keys)
+        k = draw(unknown)
+        s.setdefault("depends_on", []).append(k if draw(st.booleans()) else {"step": k})
+        return "invalid"
+    if name == "self_edge":
+        if not isinstance(s.get("key"), str):
+            return None
+        k = s["key"]
+        s.setdefault("depends_on", []).append(k if draw(st.booleans()) else {"step": k})
+        return "invalid"
+    if name == "dup_edge":
+        if not deps:
+            return None
+        first = draw(st.sampled_from(deps))
+        k = dep_name(first)
+        if not isinstance(k, str):
+            return None
+        s["depends_on"].append(draw(st.sampled_from(
+            [k, {"step": k}, {"step": k, "release": "on_terminal"}])))
+        return "invalid"
+    if name == "explicit_defaults":
+        new = []
+        for x in deps:
+            new.append({"step": x, "release": "on_success"} if isinstance(x, str) else x)
+        if deps:
+            s["depends_on"] = new
+        if is_job(s) and "kind" not in s and ("kind", i) not in m.touched:
+            s["kind"] = "job"
+        return "valid"
+    raise ValueError(name)
+
+
+def topo_order(goods):
+    keys = [s["key"] for s in goods]
+    if len(set(keys)) != len(keys):
+        return None
+    deps = {}
+    for s in goods:
+        ds = set()
+        for x in s.get("depends_on", []):
+            k = dep_name(x)
+            if k not in keys:
+                return None
+            ds.add(k)
+        deps[s["key"]] = ds
+    order, done = [], set()
+    while len(order) < len(keys):
+        ready = [k for k in keys if k not in done and deps[k] <= done]
+        if not ready:
+            return None
+        order.append(ready[0])
+        done.add(ready[0])
+    return order
+
+
+def rename(d, old, new):
+    for s in d.get("steps", []):
+        if not isinstance(s, dict):
+            continue
+        if s.get("key") == old:
+            s["key"] = new
+        deps = s.get("depends_on")
+        if isinstance(deps, list):
+            for j, x in enumerate(deps):
+                if x == old:
+                    deps[j] = new
+                elif isinstance(x, dict) and x.get("step") == old:
+                    x["step"] = new
+    if d.get("result_step") == old:
+        d["result_step"] = new
+
+
+VALID_MUTATIONS = ["name_unicode", "key_max", "job_type_max", "payload_ok", "int_extreme",
+                   "stage_unicode", "explicit_defaults", "reorder"]
+INVALID_MUTATIONS = ["not_object", "steps_wrong", "top_unknown", "name_wrong", "result_wrong",
+                     "step_not_object", "too_many_steps", "too_many_edges", "cycle", "dup_key",
+                     "step_unknown", "key_missing", "key_bad", "kind_bad", "job_type_missing",
+                     "job_type_bad", "external_job_type", "payload_bad", "priority_bad",
+                     "max_attempts_bad", "timeout_bad", "int_float", "stage_bad",
+                     "depends_wrong", "dep_elem_bad", "dep_obj_bad", "dep_unknown", "self_edge",
+                     "dup_edge"]
+
+
+class DefSpec:
+    """A definition and what the engine must make of it; printed briefly."""
+
+    def __init__(self, text, validity, applied):
+        self.text, self.validity, self.applied = text, validity, applied
+
+    def __repr__(self):
+        t = self.text if len(self.text) <= 600 else self.text[:600] + "...(%d chars)" % len(self.text)
+        return "DefSpec(%s, mutations=%s, %s)" % (self.validity, self.applied, t)
+
+
+@st.composite
+def mutated_definition(draw, limits):
+    import copy
+    base = draw(valid_definition(limits))
+    m = Mut(copy.deepcopy(base))
+    applied = []
+    results = []
+    valid = draw(st.lists(st.sampled_from(VALID_MUTATIONS), max_size=2))
+    invalid = draw(st.lists(st.sampled_from(INVALID_MUTATIONS), min_size=1, max_size=3)) \
+        if draw(st.integers(0, 3)) else []
+    for name in valid + invalid + (["dup_json_key"] if draw(st.integers(0, 6)) == 0 else []):
+        r = mutate(draw, m, name, limits)
+        if r is not None:
+            applied.append(name)
+            results.append(r)
+    validity = "invalid" if "invalid" in results else "either" if "either" in results else "valid"
+    text = json_text(m.d)
+    if m.dup_key is not None and isinstance(m.d, dict):
+        # an earlier value of a key the object has: jsonb keeps the last one
+        text = "{" + json.dumps(m.dup_key) + ": 0, " + text[1:]
+    return DefSpec(text, validity, applied)
+
+
+@st.composite
+def start_run_action(draw, limits):
+    spec = draw(mutated_definition(limits))
+    args = [("def", spec.text), draw(org_ref), draw(idem_key)]
+    a = draw(trailing("start_run", args))
+    a["validity"] = spec.validity
+    a["def"] = spec
+    return a
+
+
+definition_like = st.recursive(
+    st.one_of(json_scalar, st.sampled_from(["a", "b", "external", "job", "on_terminal"])),
+    lambda c: st.one_of(
+        st.lists(c, max_size=4),
+        st.dictionaries(json_key, c, max_size=5),
+        st.fixed_dictionaries({"steps": st.lists(st.dictionaries(json_key, c, max_size=6),
+                                                 max_size=4)})),
+    max_leaves=30)
+
+
+@st.composite
+def random_start_run_action(draw):
+    doc = draw(weighted((1, json_any), (2, definition_like)))
+    return draw(trailing("start_run", [("json", doc), draw(org_ref),
+                                       draw(st.one_of(st.none(), small_text))]))
+
+
+# ---------------------------------------------------------------------------
+# Properties
+
+
+PROPERTIES = []
+
+
+def prop(name, examples, limits=None, reset_each=True, phases=None):
+    def wrap(fn):
+        PROPERTIES.append({"name": name, "fn": fn, "examples": examples, "limits": limits,
+                           "reset": reset_each, "phases": phases})
+        return fn
+    return wrap
+
+
+def run_actions(s, actions, reset_first=True):
+    if reset_first:
+        reset(s)
+    STATS["examples"] += 1
+    for a in actions:
+        perform(s, a)
+    check_verify(s, "the example")
+
+
+S = None    # the session, set in main()
+
+
+@prop("enqueue: job_type, payload, integers, timestamps", 120)
+@given(st.lists(enqueue_action(), min_size=1, max_size=3))
+def p_enqueue(actions):
+    run_actions(S, actions)
+
+
+@prop("claim: worker_id, job_types arrays, batch sizes, filters", 120)
+@given(st.lists(st.one_of(claim_action(), claim_action(), enqueue_action()), min_size=1,
+                max_size=4))
+def p_claim(actions):
+    run_actions(S, actions)
+
+
+@prop("worker calls: heartbeat, complete/fail/release/cancel_job, reap", 200)
+@given(st.lists(st.one_of(worker_action(), worker_action(), worker_action(), reap_action,
+                          claim_any), min_size=1, max_size=6))
+def p_worker(actions):
+    run_actions(S, actions)
+
+
+@prop("batch calls: complete_jobs, fail_jobs arrays", 120)
+@given(st.lists(st.one_of(batch_action(), batch_action(), worker_action(), claim_any),
+                min_size=1, max_size=4))
+def p_batch(actions):
+    run_actions(S, actions)
+
+
+@prop("start_run: arbitrary JSON", 150)
+@given(st.lists(random_start_run_action(), min_size=1, max_size=3))
+def p_start_random(actions):
+    run_actions(S, actions)
+
+
+@prop("start_run: mutated valid definitions", 150)
+@given(st.lists(start_run_action(DEFAULT_LIMITS), min_size=1, max_size=3))
+def p_start_mutated(actions):
+    run_actions(S, actions)
+
+
+SMALL_DEFS = [json.dumps(ONE_EXT), json.dumps(MAIN_DEF),
+              json.dumps({"steps": [{"key": "a", "job_type": "fz.a"},
+                                    {"key": "b", "kind": "external", "depends_on": ["a"]}]})]
+
+
+def boundary_texts(limit):
+    """Texts of limit - 1 .. limit + 1 bytes, in one-, two- and four-byte
+    characters."""
+    out = []
+    for n in (limit - 1, limit, limit + 1):
+        out += ["k" * n, "\u00e9" * (n // 2) + "k" * (n % 2),
+                "\U0001F600" * (n // 4) + "k" * (n % 4)]
+    return [t for t in out if t]
+
+
+@st.composite
+def idempotent_start_action(draw, limits=DEFAULT_LIMITS):
+    """start_run with known definitions, so that keys and organizations repeat."""
+    definition = draw(st.one_of(st.sampled_from(SMALL_DEFS), st.builds(
+        lambda d: json.dumps(d), valid_definition(limits))))
+    key = draw(weighted((1, st.none()), (3, st.sampled_from(FIXED_KEYS)), (2, small_text),
+                        (2, long_text),
+                        (1, st.sampled_from(boundary_texts(limits["max_idempotency_key_bytes"])))))
+    a = draw(trailing("start_run", [("def", definition), draw(org_ref), key]))
+    a["validity"] = "valid"
+    return a
+
+
+@prop("start_run: idempotency keys (long, unicode, at the bound) and organizations", 100)
+@given(st.lists(idempotent_start_action(), min_size=1, max_size=3))
+def p_idempotency(actions):
+    run_actions(S, actions)
+
+
+@st.composite
+def long_job_type_enqueue(draw):
+    """enqueue with a job_type up to 6000 bytes, which the raised setting allows."""
+    jt = draw(st.builds(lambda n, sd, fl: gen_long(n, sd, fl), st.integers(1, 6000),
+                        st.integers(0, 3), st.sampled_from(["ascii", "unicode", "repeat"])))
+    return action("enqueue", cut_bytes(jt, HIGH_LIMITS["max_job_type_bytes"]), ("json", {}))
+
+
+@prop("settings raised to the largest values they accept", 60, limits=HIGH_LIMITS)
+@given(st.lists(st.one_of(start_run_action(HIGH_LIMITS), long_job_type_enqueue(),
+                          idempotent_start_action(HIGH_LIMITS), claim_any, worker_action(),
+                          worker_action()), min_size=1, max_size=5))
+def p_high_limits(actions):
+    run_actions(S, actions)
+
+
+@prop("complete_external_step: every status label, repeats", 150)
+@given(st.lists(st.one_of(external_action(), external_action(), external_action(),
+                          cancel_run_action(), worker_action(), claim_any),
+                min_size=1, max_size=4))
+def p_external(actions):
+    run_actions(S, actions)
+
+
+@prop("cancel_run and the calls around it", 120)
+@given(st.lists(st.one_of(cancel_run_action(), worker_action(), external_action(),
+                          batch_action(), claim_any), min_size=1, max_size=5))
+def p_cancel(actions):
+    run_actions(S, actions)
+
+
+ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(), batch_action(),
+                        external_action(), cancel_run_action(), reap_action, claim_any,
+                        random_start_run_action(), start_run_action(DEFAULT_LIMITS))
+
+
+@st.composite
+def with_nulls(draw):
+    a = draw(ALL_ACTIONS)
+    if a["n"] == 0:
+        return a
+    mask = draw(st.lists(st.integers(0, a["n"] - 1), min_size=1, max_size=a["n"], unique=True))
+    for i in mask:
+        a["args"][i] = None
+    if a["fn"] == "start_run" and 0 in mask:
+        a["validity"] = "invalid"
+    return a
+
+
+@prop("NULL in random argument positions of every function", 150)
+@given(st.lists(with_nulls(), min_size=1, max_size=3))
+def p_nulls(actions):
+    run_actions(S, actions)
+
+
+@prop("settings lowered: bounds, truncation of messages", 120, limits=LOW_LIMITS)
+@given(st.lists(st.one_of(start_run_action(LOW_LIMITS), start_run_action(LOW_LIMITS),
+                          enqueue_action(), worker_action(), external_action(),
+                          batch_action()), min_size=1, max_size=4))
+def p_low_limits(actions):
+    run_actions(S, actions)
+
+
+@st.composite
+def bad_string_action(draw):
+    """A uuid or step_status argument given as text that may not parse."""
+    u = draw(st.uuids())
+    s = str(u)
+    text = draw(st.one_of(
+        small_text, long_text.map(resolve_text),
+        st.sampled_from([s, s.upper(), "{" + s + "}", s.replace("-", ""), s + "0", s[:-1],
+                         s[:-1] + "g", " " + s, s + " ", s.replace("-", "", 1), "",
+                         "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+                         "-" + s, s[:8] + "-" + s[8:]]),
+        st.sampled_from(["succeeded", "SUCCEEDED ", "DONE", "", "Succeeded", "WAITING"])))
+    fn = draw(st.sampled_from(["heartbeat", "complete_job", "release_job", "cancel_job",
+                               "cancel_run", "complete_external_step", "complete_external_step",
+                               "start_run", "enqueue", "claim"]))
+    pos = {"heartbeat": [0, 1], "complete_job": [0, 1], "release_job": [0, 1],
+           "cancel_job": [0], "cancel_run": [0, 2], "complete_external_step": [0, 2, 7],
+           "start_run": [1], "enqueue": [6], "claim": [3]}[fn]
+    return {"fn": fn, "pos": draw(st.sampled_from(pos)), "text": text,
+            "other": draw(st.sampled_from(["real", "random"]))}
+
+
+def bad_string_case(s, c):
+    fn, pos, text = c["fn"], c["pos"], c["text"]
+    typ = SIGS[fn][pos][1]
+    try:
+        parsed = s.q("SELECT (%%s::%s)::text" % typ, (text,))[0][0]
+        parse_error = None
+    except psycopg.Error as e:
+        if s.conn.broken:
+            s.connect()
+        parse_error = (e.sqlstate, e.diag.message_primary)
+    # the other arguments: a real fixture row, or nothing that exists
+    real = c["other"] == "real"
+    base = {
+        "heartbeat": [FIX["running"], FIX["running_token"]],
+        "complete_job": [FIX["running"], FIX["running_token"], None],
+        "release_job": [FIX["running"], FIX["running_token"]],
+        "cancel_job": [FIX["queued"], None],
+        "cancel_run": [FIX["run_main"], None, None],
+        "complete_external_step": [FIX["run_main"], "ext1", "SUCCEEDED", None, None, None, None,
+                                   None],
+        "start_run": [json.dumps(ONE_EXT), None, None],
+        "enqueue": ["fz.plain", "{}", 0, "now", 3, 300, None, None],
+        "claim": ["w", None, 1, None, None],
+    }[fn]
+    values = list(base)
+    if not real and fn not in ("start_run", "enqueue", "claim"):
+        values[0] = uuid.UUID(int=random.Random(text).getrandbits(128))
+    params = list(values)
+    params[pos] = text
+    sql = build_sql(fn, len(values))
+    if parse_error is not None:
+        out = s.call(sql, params)
+        what = describe(sql, params)
+        if out.crashed or out.ok or out.sqlstate != parse_error[0] \
+                or out.message != parse_error[1]:
+            raise violation("%s: text %s argument" % (fn, typ),
+                            "%s -> %s; the cast alone gives %s" % (what, out, parse_error))
+        return
+    values[pos] = parsed if typ != "uuid" else uuid.UUID(parsed)
+    if fn == "start_run":
+        expect = model_start_run(s, values, "valid")
+    else:
+        expect = MODELS[fn](s, values)
+    out = s.call(sql, params)
+    judge(s, fn, sql, params, out, expect)
+
+
+@prop("text that may not parse as uuid or step_status (cast in the client)", 100)
+@given(st.lists(bad_string_action(), min_size=1, max_size=3))
+def p_bad_strings(cases):
+    reset(S)
+    STATS["examples"] += 1
+    for c in cases:
+        bad_string_case(S, c)
+    check_verify(S, "the example")
+
+
+@st.composite
+def big_definition(draw):
+    kind = draw(st.sampled_from(["many_steps", "over_max_steps", "wide_deps", "deep_payload",
+                                 "long_key", "long_job_type", "huge_unknown_key", "big_name"]))
+    sd = draw(st.integers(0, 3))
+    if kind == "many_steps":
+        n = draw(st.integers(500, 3000))
+        steps = [{"key": "s%d" % i, "job_type": "fz.big",
+                  **({"depends_on": ["s%d" % (i // 2)]} if i else {})} for i in range(n)]
+        return ("valid", {"steps": steps}, kind)
+    if kind == "over_max_steps":
+        n = DEFAULT_LIMITS["max_steps"] + draw(st.integers(1, 3))
+        return ("invalid", {"steps": [{"key": "s%d" % i, "kind": "external"} for i in range(n)]},
+                kind)
+    if kind == "wide_deps":
+        n = draw(st.integers(100, 400))
+        steps = [{"key": "r%d" % i, "job_type": "fz.wide"} for i in range(n)]
+        steps.append({"key": "join", "kind": "external",
+                      "depends_on": ["r%d" % i for i in range(n)]})
+        if draw(st.booleans()):
+            steps[-1]["depends_on"].append("r0")
+            return ("invalid", {"steps": steps}, kind + "+duplicate")
+        return ("valid", {"steps": steps}, kind)
+    if kind == "deep_payload":
+        depth = draw(st.integers(100, 3000))
+        return ("valid", {"steps": [{"key": "a", "job_type": "x",
+                                     "payload": Raw("deep_object", depth)}]}, kind)
+    if kind == "long_key":
+        n = draw(st.integers(129, 200000))
+        return ("invalid", {"steps": [{"key": "k" * n, "job_type": "x"}]}, kind)
+    if kind == "long_job_type":
+        n = draw(st.integers(129, 200000))
+        return ("invalid", {"steps": [{"key": "a", "job_type": gen_long(n, sd, "unicode")}]}, kind)
+    if kind == "huge_unknown_key":
+        n = draw(st.integers(1000, 500000))
+        return ("invalid", {"steps": [{"key": "a", "job_type": "x"}], "k" * n: 1}, kind)
+    n = draw(st.integers(1000, 2000000))
+    return ("valid", {"name": Raw("big_string", n, sd), "steps": [{"key": "a", "kind": "external"}]},
+            kind)
+
+
+@prop("start_run: huge and deeply nested definitions", 10)
+@given(big_definition())
+def p_start_big(case):
+    validity, d, _ = case
+    run_actions(S, [{"fn": "start_run", "args": [("def", json_text(d)), None, None], "n": 3,
+                     "validity": validity}])
+
+
+@prop("soak: a long mixed sequence without resets", 50, reset_each=False,
+      phases=[Phase.explicit, Phase.generate])
+@given(st.lists(st.one_of(ALL_ACTIONS, with_nulls()), min_size=3, max_size=8))
+def p_soak(actions):
+    run_actions(S, actions, reset_first=False)
+
+
+RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits",
+        "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_batch", "p_external",
+        "p_cancel", "p_start_big", "p_low_limits", "p_soak"]
+
+
+def null_sweep(s):
+    """NULL in each argument position of each function, the others good."""
+    cases = 0
+
+    def good_args(fn):
+        f = FIX
+        return {
+            "enqueue": ["fz.plain", "{}", 0, "now", 3, 300, ORG, "s1"],
+            "claim": ["w", "{fz.plain}", 5, None, None],
+            "heartbeat": [f["running"], f["running_token"]],
+            "complete_job": [f["running"], f["running_token"], '{"r": 1}'],
+            "fail_job": [f["running"], f["running_token"], "E", "m", True],
+            "release_job": [f["running"], f["running_token"]],
+            "cancel_job": [f["queued"], "r"],
+            "reap_expired": [],
+            "complete_jobs": ["{%s}" % f["running"], "{%s}" % f["running_token"], '{"{}"}'],
+            "fail_jobs": ["{%s}" % f["running"], "{%s}" % f["running_token"], "{E}", "{m}", True],
+            "start_run": [json.dumps(MAIN_DEF), ORG, "sweep"],
+            "complete_external_step": [f["run_main"], "ext1", "SUCCEEDED", '{"o": 1}', "r", "c",
+                                       "m", None],
+            "cancel_run": [f["run_main"], "r", None],
+        }[fn]
+
+    def model_values(fn, vals):
+        out = []
+        for (name, typ), v in zip(SIGS[fn], vals):
+            if typ.endswith("[]") and v is not None:
+                inner = v[1:-1]
+                elems = [] if not inner else [None if e == "NULL" else e.strip('"')
+                                              for e in inner.split(",")]
+                if typ == "uuid[]":
+                    elems = [None if e is None else uuid.UUID(e) for e in elems]
+                if typ == "jsonb[]":
+                    elems = [None if e is None else e.replace('\\"', '"') for e in elems]
+                out.append((elems, 1))
+            else:
+                out.append(v)
+        return out
+
+    variants = []
+    for fn in SIGS:
+        n = len(SIGS[fn])
+        for pos in range(n):
+            variants.append((fn, pos, "null"))
+            if SIGS[fn][pos][1].endswith("[]"):
+                variants.append((fn, pos, "null element"))
+    for fn, pos, how in variants:
+        reset(s)
+        vals = good_args(fn)
+        if how == "null":
+            vals[pos] = None
+        else:
+            vals[pos] = vals[pos][:-1] + ",NULL}" if vals[pos] != "{}" else "{NULL}"
+        mv = model_values(fn, vals)
+        if fn == "start_run":
+            expect = model_start_run(s, mv, "valid" if mv[0] is not None else "invalid")
+        else:
+            expect = MODELS[fn](s, mv)
+        sql = build_sql(fn, len(vals))
+        out = s.call(sql, vals)
+        cases += 1
+        STATS["examples"] += 1
+        try:
+            judge(s, fn, sql, vals, out, expect)
+            check_verify(s, "the NULL sweep")
+        except Violation as v:
+            yield "%s, argument %d (%s), %s: %s" % (fn, pos + 1, SIGS[fn][pos][0], how, v)
+    yield cases
+
+
+# ---------------------------------------------------------------------------
+# Running
+
+
+def run_property(p):
+    global S
+    fn = p["fn"]
+    S.set_limits(p["limits"] or DEFAULT_LIMITS)
+    examples = max(1, int(p["examples"] * SCALE))
+    elapsed = (time.time() - START) / max(SCALE, 1)
+    BUDGET["shrink"] = float(SHRINK_SECONDS) if SHRINK_SECONDS else \
+        15.0 if elapsed < 40 else 8.0 if elapsed < 65 else 3.0
+    if elapsed > BUDGET["late"]:
+        examples = max(1, examples // 4)
+        print("    (running late: %d examples, shrinking for at most %g s)"
+              % (examples, BUDGET["shrink"]))
+    kw = dict(max_examples=examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    if p["phases"]:
+        kw["phases"] = p["phases"]
+    test = hypothesis_seed(SEED)(settings(**kw)(fn))
+    reports = []
+    e0, c0 = STATS["examples"], STATS["calls"]
+    STATS["outcomes"] = {}
+    t0 = time.time()
+    err = None
+    if not p["reset"]:
+        reset(S)
+    with with_reporter(lambda m: reports.append(str(m))):
+        try:
+            test()
+        except BaseException as e:  # noqa: BLE001 - every failure is reported
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            err = e
+    if err is not None and any(not isinstance(e, Violation)
+                               for e in getattr(err, "exceptions", None) or [err]):
+        S.connect()         # a fresh session for what follows
+        S.changed()
+    S.set_limits(DEFAULT_LIMITS)
+    info = "%d examples, %d calls, %.1fs" % (STATS["examples"] - e0, STATS["calls"] - c0,
+                                            time.time() - t0)
+    if VERBOSE:
+        print("    outcomes: " + ", ".join("%s %d" % kv for kv in sorted(STATS["outcomes"].items())))
+    if err is None:
+        print("ok - %s (%s)" % (p["name"], info))
+        return True
+    print("not ok - %s (%s)" % (p["name"], info))
+    errors = list(getattr(err, "exceptions", None) or [err])
+    for r in reports:
+        if "spent more than five minutes" in r:
+            print("    (shrinking stopped after %g s; the example is the smallest found by then)"
+                  % BUDGET["shrink"])
+        elif r.strip():
+            print("    | " + r[:2000].replace("\n", "\n    | "))
+    for e in errors:
+        for note in getattr(e, "__notes__", []):
+            print("    | " + str(note)[:3000].replace("\n", "\n    | "))
+        if isinstance(e, Violation):
+            print("    minimal failure: %s" % str(e)[:3000])
+        else:
+            print("    error in the test itself: %s: %s" % (type(e).__name__, str(e)[:3000]))
+            import traceback
+            traceback.print_exception(type(e), e, e.__traceback__, limit=-6, file=sys.stdout)
+    return False
+
+
+def main():
+    global S
+    t0 = START
+    print("fuzz: seed %d (FUZZ_SEED to repeat), scale %g, database %s" % (SEED, SCALE, DBNAME))
+    try:
+        with psycopg.connect(dbname="postgres", autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS %s" % DBNAME)
+            admin.execute("CREATE DATABASE %s" % DBNAME)
+        S = Session()
+        build_fixture(S)
+    except Exception as e:  # noqa: BLE001 - reported as a failed case
+        print("not ok - fixture: the API calls that build it, then verify(): %s: %s"
+              % (type(e).__name__, str(e)[:2000]))
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+
+    # what the issue lists first runs first, in case the run gets late
+    PROPERTIES.sort(key=lambda p: RANK.index(p["fn"].__name__))
+    for p in PROPERTIES:
+        if p["name"].startswith("soak"):
+            continue
+        if run_property(p):
+            passed += 1
+        else:
+            failed += 1
+
+    # NULL in every position, deterministically
+    t1 = time.time()
+    problems = list(null_sweep(S))
+    ncases = problems.pop()
+    if problems:
+        failed += 1
+        print("not ok - NULL in each argument position, and one NULL array element"
+              " (%d cases, %.1fs)" % (ncases, time.time() - t1))
+        for pr in problems:
+            print("    " + pr[:2000])
+    else:
+        passed += 1
+        print("ok - NULL in each argument position, and one NULL array element"
+              " (%d cases, %.1fs)" % (ncases, time.time() - t1))
+
+    for p in PROPERTIES:
+        if p["name"].startswith("soak"):
+            if run_property(p):
+                passed += 1
+            else:
+                failed += 1
+
+    # the whole run, not one example: verify() on what the soak left
+    try:
+        check_verify(S, "the run")
+        passed += 1
+        print("ok - workflow.verify() returns nothing after the run")
+    except Violation as v:
+        failed += 1
+        print("not ok - workflow.verify() after the run: %s" % v)
+
+    if FAILURES:
+        print()
+        print("contract violations seen (%d kinds); the last of each is the smallest"
+              " Hypothesis found:" % len(FAILURES))
+        for sig, texts in FAILURES.items():
+            print("  - %s (%d times)" % (sig, len(texts)))
+            print("      %s" % texts[-1][:1500])
+    print()
+    print("ran %d fuzz examples (%d API calls) in %.1fs; counting one case per property"
+          % (STATS["examples"], STATS["calls"], time.time() - t0))
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
