@@ -1,0 +1,1182 @@
+#!/usr/bin/python3
+"""bench/driver.py: runs the benchmark workloads against a cluster that
+bench/run.sh started, and writes the raw measurements.
+
+    driver.py --phase main    --host SOCKDIR --port P --log SERVERLOG \
+              --scripts DIR --out DIR --mode full|quick|smoke [--only ...]
+    driver.py --phase profile ...   (cluster restarted with pg_stat_statements)
+
+Every workload runs in a database of its own, copied from a template that
+holds the extension and bench/setup.sql.  Workers are pgbench clients running
+the scripts in bench/*.sql in autocommit: one engine call per transaction.
+
+Output (in --out):
+  raw.csv         one row per measurement and repetition
+  bloat.csv       table and index sizes and tuple counters during the bloat run
+  statements.csv  pg_stat_statements per profiled operation (profile phase)
+  meta.json       mode, sizes, settings, machine, error and deadlock totals
+  logs/           every pgbench output
+
+Errors: each pgbench run must exit 0 with no aborted client, and the server
+log (log_line_prefix carries the SQLSTATE) must show no ERROR other than
+40001 and 40P01, which are counted.  Anything else is a workload failure;
+the driver exits 1 when any workload failed.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+PGBIN = "/usr/lib/postgresql/15/bin"
+
+# Sizes and durations per mode.  "duration" is each timed pgbench run (-T),
+# "reps" the repetitions of every measurement.
+MODES = {
+    "full": dict(
+        duration=15, reps=3, sweep=[1, 2, 4, 8, 16], ref_scale=10, seg=2,
+        calib=3,
+        event_sizes=[10, 1000, 10000, 100000], event_k=2000,
+        history_steps=50000,
+        start_sizes=[10, 1000, 100000],
+        start_calls={10: 200, 1000: 20, 100000: 1},
+        chain=1000, fanout=10000, lattice=(100, 100),
+        ext_runs_per_client=25, ext_steps=10,
+        wide=100000, backlog=300000,
+        bloat_total=1000000, bloat_first=100000, bloat_cycle=50000,
+        bloat_run_steps=100,
+        profile_events=2000,
+    ),
+    "quick": dict(
+        duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
+        calib=2,
+        event_sizes=[10, 1000, 10000, 100000], event_k=500,
+        history_steps=10000,
+        start_sizes=[10, 1000, 100000],
+        start_calls={10: 100, 1000: 10, 100000: 1},
+        chain=1000, fanout=10000, lattice=(100, 100),
+        ext_runs_per_client=10, ext_steps=10,
+        wide=100000, backlog=300000,
+        bloat_total=200000, bloat_first=20000, bloat_cycle=20000,
+        bloat_run_steps=100,
+        profile_events=500,
+    ),
+    "smoke": dict(
+        duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
+        calib=1,
+        event_sizes=[10, 100, 1000], event_k=20,
+        history_steps=200,
+        start_sizes=[10, 100],
+        start_calls={10: 5, 100: 2},
+        chain=20, fanout=50, lattice=(5, 5),
+        ext_runs_per_client=2, ext_steps=5,
+        wide=1000, backlog=2000,
+        bloat_total=3000, bloat_first=1000, bloat_cycle=1000,
+        bloat_run_steps=10,
+        profile_events=20,
+        max_fill=3000,
+    ),
+}
+
+GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "event_cost",
+          "start_run", "bloat", "reference_end"]
+
+IDLE_US = 1000          # a polling worker's sleep after an empty claim
+BATCH = 50              # claim batch size
+ENQUEUE_BULK = 100      # enqueues per bulk statement
+MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
+
+RAW_FIELDS = [
+    "group", "key", "title", "clients", "rep", "value", "unit", "events",
+    "seconds", "tps", "latency_ms", "tx", "failed", "ser_failures",
+    "dl_failures", "retried", "retries", "e40001", "e40P01", "orphans",
+    "note",
+]
+
+
+class BenchError(Exception):
+    pass
+
+
+def now():
+    return time.monotonic()
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.cfg = dict(MODES[args.mode])
+        if args.duration:
+            self.cfg["duration"] = args.duration
+        if args.reps:
+            self.cfg["reps"] = args.reps
+        self.clients = args.clients
+        if self.clients not in self.cfg["sweep"]:
+            self.cfg["sweep"] = sorted(set(self.cfg["sweep"] + [self.clients]))
+        self.out = args.out
+        self.logdir = os.path.join(self.out, "logs")
+        os.makedirs(self.logdir, exist_ok=True)
+        self.scripts = args.scripts
+        self.t0 = now()
+        self.failures = []          # (workload, message)
+        self.errors_total = {}      # SQLSTATE -> count over the whole phase
+        self.ref = {}               # clients -> [tps] of pgbench -N
+        self.nlog = 0
+        self.log_prefix = "p" if args.phase == "profile" else ""
+        self.env = dict(os.environ)
+        self.env.update(PGHOST=args.host, PGPORT=str(args.port),
+                        PGUSER=args.user, PGDATABASE="postgres")
+        for k in ("PGOPTIONS", "PGSERVICE", "PGPASSWORD", "PGHOSTADDR"):
+            self.env.pop(k, None)
+
+    # ------------------------------------------------------------------
+    # output
+
+    def say(self, msg):
+        t = int(now() - self.t0)
+        print("[%2d:%02d] %s" % (t // 60, t % 60, msg), flush=True)
+
+    def raw_writer(self):
+        path = os.path.join(self.out, "raw.csv")
+        new = not os.path.exists(path)
+        f = open(path, "a", newline="")
+        w = csv.DictWriter(f, fieldnames=RAW_FIELDS)
+        if new:
+            w.writeheader()
+        return f, w
+
+    def record(self, **row):
+        f, w = self.raw_writer()
+        with f:
+            w.writerow({k: row.get(k, "") for k in RAW_FIELDS})
+
+    def fail(self, where, msg):
+        self.failures.append((where, msg))
+        self.say("FAILED %s: %s" % (where, msg))
+
+    # ------------------------------------------------------------------
+    # SQL and pgbench
+
+    def sql(self, db, query, timeout=3600):
+        p = subprocess.run(
+            [PGBIN + "/psql", "-X", "-q", "-A", "-t", "-F", "|",
+             "-v", "ON_ERROR_STOP=1", "-d", db, "-c", query],
+            env=self.env, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise BenchError("psql on %s failed: %s\n  query: %s"
+                             % (db, p.stderr.strip(), query[:300]))
+        return [line.split("|") for line in p.stdout.splitlines() if line != ""]
+
+    def scalar(self, db, query):
+        rows = self.sql(db, query)
+        return rows[0][0] if rows else None
+
+    def sql_file(self, db, path):
+        p = subprocess.run(
+            [PGBIN + "/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db,
+             "-f", path], env=self.env, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError("psql -f %s failed: %s" % (path, p.stderr.strip()))
+
+    def script(self, name):
+        return os.path.join(self.scripts, name)
+
+    def pgbench(self, db, name, clients, script=None, builtin=None,
+                duration=None, transactions=None, defines=None, label=None):
+        """Runs pgbench once; returns the parsed report.  Raises BenchError
+        when pgbench fails or a client aborted."""
+        cmd = [PGBIN + "/pgbench", "-n", "-c", str(clients),
+               "-j", str(min(clients, 2)), "--max-tries=%d" % MAX_TRIES,
+               "--failures-detailed"]
+        if duration is not None:
+            cmd += ["-T", str(int(duration))]
+        else:
+            cmd += ["-t", str(int(transactions))]
+        if builtin:
+            cmd += [builtin]
+        else:
+            cmd += ["-f", self.script(script)]
+        for k, v in (defines or {}).items():
+            cmd += ["-D", "%s=%s" % (k, v)]
+        cmd.append(db)
+        self.nlog += 1
+        logname = "%s%03d-%s.log" % (self.log_prefix, self.nlog, re.sub(r"[^A-Za-z0-9_.-]+", "_",
+                                                     label or name))
+        start = now()
+        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        wall = now() - start
+        with open(os.path.join(self.logdir, logname), "w") as f:
+            f.write("$ %s\n%s\n--- stderr\n%s" % (" ".join(cmd), p.stdout, p.stderr))
+        r = parse_pgbench(p.stdout)
+        r["wall"] = wall
+        r["log"] = logname
+        aborted = [l for l in p.stderr.splitlines() if "aborted" in l]
+        if p.returncode != 0 or aborted:
+            first = (aborted or p.stderr.strip().splitlines() or ["?"])[0]
+            raise BenchError("pgbench %s exited %d: %s (log %s)"
+                             % (label or name, p.returncode, first, logname))
+        return r
+
+    # ------------------------------------------------------------------
+    # server log: errors by SQLSTATE
+
+    def log_mark(self):
+        try:
+            return os.path.getsize(self.args.log)
+        except OSError:
+            return 0
+
+    # log_line_prefix = '%m [%p] %b sqlstate=%e db=%d '
+    LOG_RE = re.compile(r"\] (.+?) sqlstate=(\w{5}) db=(\S*) (ERROR|FATAL|PANIC):\s+(.*)")
+
+    def log_errors(self, since):
+        counts, samples = {}, []
+        try:
+            with open(self.args.log, "rb") as f:
+                f.seek(since)
+                data = f.read().decode("utf-8", "replace")
+        except OSError:
+            return counts, samples
+        for line in data.splitlines():
+            m = self.LOG_RE.search(line)
+            if not m:
+                continue
+            btype, state, level, msg = m.group(1), m.group(2), m.group(4), m.group(5)
+            if btype.startswith("autovacuum"):
+                # autovacuum canceled by a lock conflict or DROP DATABASE
+                continue
+            counts[state] = counts.get(state, 0) + 1
+            if state not in ("40001", "40P01") and len(samples) < 5:
+                samples.append("%s %s %s" % (level, state, msg[:200]))
+        return counts, samples
+
+    def check_log(self, where, since):
+        """Counts 40001 and 40P01 since the mark; any other error fails."""
+        counts, samples = self.log_errors(since)
+        for k, v in counts.items():
+            self.errors_total[k] = self.errors_total.get(k, 0) + v
+        other = {k: v for k, v in counts.items() if k not in ("40001", "40P01")}
+        if other:
+            raise BenchError("server errors %s: %s" % (other, "; ".join(samples)))
+        return counts.get("40001", 0), counts.get("40P01", 0)
+
+    # ------------------------------------------------------------------
+    # databases
+
+    def fresh_db(self, name):
+        self.sql("postgres", "DROP DATABASE IF EXISTS %s" % name)
+        self.sql("postgres", "CREATE DATABASE %s TEMPLATE bench_template" % name)
+        return name
+
+    def drop_db(self, name):
+        if not self.args.keep:
+            self.sql("postgres", "DROP DATABASE IF EXISTS %s" % name)
+
+    def make_template(self):
+        self.sql("postgres", "DROP DATABASE IF EXISTS bench_template")
+        self.sql("postgres", "CREATE DATABASE bench_template")
+        self.sql("bench_template", "CREATE EXTENSION workflow")
+        self.sql_file("bench_template", self.script("setup.sql"))
+        self.has_verify = self.scalar(
+            "bench_template",
+            "SELECT count(*) FROM pg_proc WHERE proname = 'verify'"
+            " AND pronamespace = 'workflow'::regnamespace") != "0"
+        self.has_purge = self.scalar(
+            "bench_template",
+            "SELECT count(*) FROM pg_proc WHERE proname = 'purge'"
+            " AND pronamespace = 'workflow'::regnamespace") != "0"
+
+    def put_def(self, db, name, expr):
+        self.sql(db, "SELECT bench.put_def('%s', %s)" % (name, expr))
+
+    # counts of one job type
+    def jobs(self, db, jt, status):
+        return int(self.scalar(
+            db, "SELECT count(*) FROM workflow.job_queue WHERE job_type = '%s'"
+                " AND status = '%s'" % (jt, status)))
+
+    def queued(self, db, jt):
+        return self.jobs(db, jt, "QUEUED")
+
+    def pending_steps(self, db, jt):
+        return int(self.scalar(
+            db, "SELECT count(*) FROM workflow.workflow_steps WHERE job_type = '%s'"
+                " AND status IN ('BLOCKED', 'ENQUEUED')" % jt))
+
+    def recover_orphans(self, db, jt):
+        """Completes jobs of jt left RUNNING once no pgbench runs: a script
+        never ends holding a claim, so these come from a complete that
+        failed with 40001/40P01 after its claim committed, and was retried
+        with a new claim."""
+        rows = self.sql(db, "SELECT id, lease_token FROM workflow.job_queue"
+                            " WHERE job_type = '%s' AND status = 'RUNNING'" % jt)
+        for job_id, token in rows:
+            self.sql(db, "SELECT workflow.complete_job('%s', '%s')" % (job_id, token))
+        return len(rows)
+
+    def fill_plain(self, db, jt, n):
+        if n <= 0:
+            return
+        per = 1000 if n >= 2000 else max(1, n // 2)
+        tx = math.ceil(n / (2 * per))
+        self.pgbench(db, "fill", 2, "enqueue_bulk.sql", transactions=tx,
+                     defines=dict(jt=jt, batch=per), label="fill-" + jt)
+
+    def fill_runs(self, db, defname, nruns):
+        if nruns <= 0:
+            return
+        c = 2 if nruns >= 2 else 1
+        self.pgbench(db, "fill", c, "start_run.sql", transactions=math.ceil(nruns / c),
+                     defines={"def": defname}, label="start-" + defname)
+
+    def ref_tps(self, clients):
+        v = self.ref.get(clients)
+        return statistics.median(v) if v else None
+
+    # ------------------------------------------------------------------
+    # generic measurements
+
+    def timed_queue(self, db, key, title, group, clients, script, jt, unit,
+                    available, fill, guess, margin, extra_defines=None, note=""):
+        """-T runs of a worker script against a prefilled queue.  Rate =
+        completed / duration from the database.  A run that empties the
+        queue is repeated with a larger fill."""
+        cfg = self.cfg
+        T = cfg["duration"]
+        defines = dict(jt=jt, idle_us=IDLE_US, batch=BATCH)
+        defines.update(extra_defines or {})
+        est = None
+        # calibration (not recorded): a short run to size the fill
+        cal = cfg["calib"]
+        cap = cfg.get("max_fill")
+        tries = 1 if cap else 4
+        need = int(guess * cal * 2) + margin
+        if cap:
+            need = min(need, cap)
+        have = available()
+        if have < need:
+            fill(need - have)
+        done0 = self.jobs(db, jt, "SUCCEEDED")
+        r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
+                         label=key + "-calibrate")
+        self.recover_orphans(db, jt)
+        done = self.jobs(db, jt, "SUCCEEDED") - done0
+        est = max(done / max(r["duration"] or cal, 0.1), 1.0)
+        if available() == 0:
+            est *= 2
+        for rep in range(1, cfg["reps"] + 1):
+            for attempt in range(tries):
+                need = int(est * T * 1.5) + margin
+                if cap:
+                    need = min(need, cap)
+                have = available()
+                if have < need:
+                    fill(need - have)
+                mark = self.log_mark()
+                done0 = self.jobs(db, jt, "SUCCEEDED")
+                r = self.pgbench(db, key, clients, script, duration=T,
+                                 defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
+                orphans = self.recover_orphans(db, jt)
+                e1, e2 = self.check_log(key, mark)
+                done = self.jobs(db, jt, "SUCCEEDED") - done0 - orphans
+                left = available()
+                secs = r["duration"] or T
+                rate = done / secs
+                if left == 0 and attempt < tries - 1:
+                    self.say("  %s c=%d rep %d: queue ran dry, repeating with a larger fill"
+                             % (key, clients, rep))
+                    est = max(est, rate) * 2
+                    continue
+                break
+            est = max(est, rate)
+            self.record(group=group, key=key, title=title, clients=clients, rep=rep,
+                        value="%.3f" % rate, unit=unit, events=done,
+                        seconds="%.3f" % secs, tps=r["tps"], latency_ms=r["latency"],
+                        tx=r["tx"], failed=r["failed"], ser_failures=r["ser"],
+                        dl_failures=r["dl"], retried=r["retried"], retries=r["retries"],
+                        e40001=e1, e40P01=e2, orphans=orphans,
+                        note=note + ("; queue ran dry" if left == 0 else ""))
+            self.say("  %s c=%d rep %d/%d: %.0f %s (40001 %d, 40P01 %d)"
+                     % (key, clients, rep, cfg["reps"], rate, unit, e1, e2))
+
+    def drive_until_done(self, db, key, clients, jt, run_ids, script="claim_complete.sql",
+                         extra_defines=None, first_seg=None, cap=None):
+        """Runs workers in -T segments until every run in run_ids is
+        terminal.  Returns the summed pgbench counters and orphans."""
+        cfg = self.cfg
+        seg = max(cfg["seg"], int(math.ceil(first_seg or 0)))
+        cap = cap or max(120, 60 * cfg["duration"])
+        defines = dict(jt=jt, idle_us=IDLE_US, batch=BATCH)
+        defines.update(extra_defines or {})
+        ids = ",".join("'%s'" % i for i in run_ids)
+        agg = dict(tx=0, failed=0, ser=0, dl=0, retried=0, retries=0)
+        orphans, start, n = 0, now(), 0
+        while True:
+            n += 1
+            r = self.pgbench(db, key, clients, script, duration=seg, defines=defines,
+                             label="%s-seg%d" % (key, n))
+            for k in agg:
+                agg[k] += r[k] or 0
+            orphans += self.recover_orphans(db, jt)
+            live = int(self.scalar(
+                db, "SELECT count(*) FROM workflow.workflow_runs WHERE id IN (%s)"
+                    " AND status NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')"
+                    % ids))
+            if live == 0:
+                break
+            if now() - start > cap:
+                raise BenchError("%s: %d runs still live after %d s" % (key, live, cap))
+            seg = cfg["seg"]
+        agg["orphans"] = orphans
+        return agg
+
+    def verify(self, db, run_id):
+        """workflow.verify() of a finished run, in smoke mode (tiny runs):
+        it scans whole runs and is not part of any measurement.  Other
+        modes check the run's counters only."""
+        if self.args.mode != "smoke" or not self.has_verify:
+            bad = self.scalar(db, "SELECT count(*) FROM workflow.workflow_runs WHERE id = '%s'"
+                                  " AND steps_succeeded <> steps_total" % run_id)
+            if bad != "0":
+                raise BenchError("run %s: steps_succeeded <> steps_total" % run_id)
+            return
+        rows = self.sql(db, "SELECT problem FROM workflow.verify('%s') LIMIT 5" % run_id)
+        if rows:
+            raise BenchError("verify(%s): %s" % (run_id, [r[0] for r in rows]))
+
+    def run_span(self, db, run_ids):
+        """Seconds from the first claim of a step to the last run finishing."""
+        ids = ",".join("'%s'" % i for i in run_ids)
+        return float(self.scalar(
+            db, "SELECT extract(epoch FROM max(r.finished_at) - min(s.started_at))"
+                " FROM workflow.workflow_runs r JOIN workflow.workflow_steps s"
+                " ON s.workflow_run_id = r.id WHERE r.id IN (%s)" % ids))
+
+    # ------------------------------------------------------------------
+    # groups
+
+    def g_reference(self, end=False):
+        cfg = self.cfg
+        if not end:
+            self.sql("postgres", "DROP DATABASE IF EXISTS bench_ref")
+            self.sql("postgres", "CREATE DATABASE bench_ref")
+            t = now()
+            p = subprocess.run([PGBIN + "/pgbench", "-i", "-q", "-s",
+                                str(cfg["ref_scale"]), "bench_ref"],
+                               env=self.env, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise BenchError("pgbench -i failed: %s" % p.stderr.strip())
+            self.say("  pgbench -i -s %d: %.1f s" % (cfg["ref_scale"], now() - t))
+            plan = [("N", c) for c in cfg["sweep"]] + \
+                   [("S", c) for c in sorted({1, self.clients})]
+        else:
+            plan = [("N", c) for c in sorted({1, self.clients})]
+        for kind, c in plan:
+            for rep in range(1, cfg["reps"] + 1):
+                mark = self.log_mark()
+                key = "ref.%s%s" % (kind, ".end" if end else "")
+                r = self.pgbench("bench_ref", key, c, builtin="-" + kind,
+                                 duration=cfg["duration"],
+                                 label="%s-c%d-r%d" % (key, c, rep))
+                e1, e2 = self.check_log(key, mark)
+                if kind == "N":
+                    self.ref.setdefault(c, []).append(r["tps"])
+                title = "pgbench -%s%s" % (kind, " (end of run)" if end else "")
+                self.record(group="reference", key=key, title=title, clients=c,
+                            rep=rep, value="%.3f" % r["tps"], unit="tps",
+                            events=r["tx"], seconds=r["duration"], tps=r["tps"],
+                            latency_ms=r["latency"], tx=r["tx"], failed=r["failed"],
+                            ser_failures=r["ser"], dl_failures=r["dl"],
+                            retried=r["retried"], retries=r["retries"],
+                            e40001=e1, e40P01=e2)
+                self.say("  %s c=%d rep %d/%d: %.0f tps" % (key, c, rep, cfg["reps"], r["tps"]))
+
+    def g_reference_end(self):
+        self.g_reference(end=True)
+
+    def g_queue(self):
+        cfg = self.cfg
+        db = self.fresh_db("wf_queue")
+        c8 = self.clients
+        ref = lambda c: self.ref_tps(c) or 1000.0
+        # plain jobs, claim filtered by job_type, over the client sweep
+        for c in cfg["sweep"]:
+            jt = "bench.plain"
+            self.timed_queue(
+                db, "queue.single", "plain jobs: claim + complete_job", "queue", c,
+                "claim_complete.sql", jt, "jobs/s",
+                available=lambda: self.queued(db, jt),
+                fill=lambda n: self.fill_plain(db, jt, n),
+                guess=ref(c), margin=4 * c)
+        # the same without a job_type filter: nothing else may be queued
+        self.sql(db, "SELECT count(workflow.cancel_job(id)) FROM workflow.job_queue"
+                     " WHERE status = 'QUEUED'")
+        jt = "bench.any"
+        self.timed_queue(
+            db, "queue.single_any", "plain jobs: claim (no type filter) + complete_job",
+            "queue", c8, "claim_complete_any.sql", jt, "jobs/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_plain(db, jt, n),
+            guess=ref(c8), margin=4 * c8)
+        # drain what the unfiltered claims would otherwise take later
+        self.sql(db, "SELECT count(workflow.cancel_job(id)) FROM workflow.job_queue"
+                     " WHERE status = 'QUEUED'")
+        # a backlog of due jobs of another type
+        t = now()
+        self.fill_plain(db, "bench.backlog", cfg["backlog"])
+        self.say("  backlog: %d due jobs of type bench.backlog queued in %.1f s"
+                 % (self.queued(db, "bench.backlog"), now() - t))
+        jt = "bench.plain2"
+        self.timed_queue(
+            db, "queue.single_backlog",
+            "plain jobs: claim + complete_job, %d due jobs of another type queued"
+            % cfg["backlog"], "queue", c8, "claim_complete.sql", jt, "jobs/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_plain(db, jt, n),
+            guess=ref(c8), margin=4 * c8)
+        # steps of one wide run of independent steps, with the backlog
+        jt = "bench.wide"
+        self.put_def(db, "wide", "bench.def_independent(%d, '%s')" % (cfg["wide"], jt))
+        self.timed_queue(
+            db, "dag.wide",
+            "steps of one %d-step run of independent steps: claim + complete_job,"
+            " with the backlog" % cfg["wide"], "dag", c8, "claim_complete.sql", jt,
+            "steps/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_runs(db, "wide", math.ceil(n / cfg["wide"])),
+            guess=ref(c8) / 4, margin=4 * c8)
+        runs = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_runs"
+                                   " WHERE name = 'independent-%d'" % cfg["wide"]))
+        self.say("  wide: %d run(s) of %d steps used" % (runs, cfg["wide"]))
+        self.drop_db(db)
+
+    def g_batch(self):
+        db = self.fresh_db("wf_batch")
+        c8 = self.clients
+        ref = self.ref_tps(c8) or 1000.0
+        jt = "bench.batch"
+        self.timed_queue(
+            db, "queue.batch", "plain jobs: claim %d + one complete_jobs" % BATCH,
+            "queue", c8, "claim_batch.sql", jt, "jobs/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_plain(db, jt, n),
+            guess=ref * 4, margin=4 * c8 * BATCH)
+        jt = "bench.bsteps"
+        self.put_def(db, "pairs10b", "bench.def_pairs(10, '%s')" % jt)
+        self.timed_queue(
+            db, "queue.batch_steps",
+            "steps of many concurrent 10-step runs: claim %d + one complete_jobs" % BATCH,
+            "queue", c8, "claim_batch.sql", jt, "steps/s",
+            available=lambda: self.pending_steps(db, jt),
+            fill=lambda n: self.fill_runs(db, "pairs10b", math.ceil(n / 10)),
+            guess=ref * 2, margin=4 * c8 * BATCH)
+        self.drop_db(db)
+
+    def g_enqueue(self):
+        cfg = self.cfg
+        db = self.fresh_db("wf_enqueue")
+        c8 = self.clients
+        for key, title, script, per in (
+                ("queue.enqueue", "enqueue, one job per transaction", "enqueue_one.sql", 1),
+                ("queue.enqueue_bulk", "enqueue, %d jobs per statement" % ENQUEUE_BULK,
+                 "enqueue_bulk.sql", ENQUEUE_BULK)):
+            jt = key
+            for rep in range(1, cfg["reps"] + 1):
+                mark = self.log_mark()
+                n0 = self.queued(db, jt)
+                r = self.pgbench(db, key, c8, script, duration=cfg["duration"],
+                                 defines=dict(jt=jt, batch=ENQUEUE_BULK),
+                                 label="%s-r%d" % (key, rep))
+                e1, e2 = self.check_log(key, mark)
+                n = self.queued(db, jt) - n0
+                secs = r["duration"] or cfg["duration"]
+                rate = n / secs
+                self.record(group="queue", key=key, title=title, clients=c8, rep=rep,
+                            value="%.3f" % rate, unit="jobs/s", events=n,
+                            seconds="%.3f" % secs, tps=r["tps"], latency_ms=r["latency"],
+                            tx=r["tx"], failed=r["failed"], ser_failures=r["ser"],
+                            dl_failures=r["dl"], retried=r["retried"],
+                            retries=r["retries"], e40001=e1, e40P01=e2)
+                self.say("  %s rep %d/%d: %.0f jobs/s" % (key, rep, cfg["reps"], rate))
+        self.drop_db(db)
+
+    def g_dag(self):
+        cfg = self.cfg
+        db = self.fresh_db("wf_dag")
+        c8 = self.clients
+        shapes = [
+            ("dag.chain", "chain of %d steps" % cfg["chain"], "bench.chain",
+             "bench.def_chain(%d, 'bench.chain')" % cfg["chain"]),
+            ("dag.fanout", "fan-out 1 -> %d -> 1" % cfg["fanout"], "bench.fanout",
+             "bench.def_fanout(%d, 'bench.fanout')" % cfg["fanout"]),
+            ("dag.lattice", "lattice %d x %d, two prerequisites per step" % cfg["lattice"],
+             "bench.lattice", "bench.def_lattice(%d, %d, 'bench.lattice')" % cfg["lattice"]),
+        ]
+        for key, title, jt, expr in shapes:
+            self.put_def(db, key, expr)
+            # first segment of the first repetition: a guess, so that the
+            # workers seldom restart within a repetition (later ones use the
+            # previous repetition's time)
+            steps = int(self.scalar(db, "SELECT steps FROM bench.defs WHERE name = '%s'" % key))
+            last = min(30, steps / (0.15 * (self.ref_tps(c8) or 1000.0)))
+            for rep in range(1, cfg["reps"] + 1):
+                run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                                      " WHERE name = '%s'" % key)
+                mark = self.log_mark()
+                agg = self.drive_until_done(db, key, c8, jt, [run], first_seg=last)
+                e1, e2 = self.check_log(key, mark)
+                st = self.scalar(db, "SELECT status FROM workflow.workflow_runs"
+                                     " WHERE id = '%s'" % run)
+                if st != "SUCCEEDED":
+                    raise BenchError("%s: run ended %s" % (key, st))
+                self.verify(db, run)
+                steps = int(self.scalar(db, "SELECT steps_total FROM workflow.workflow_runs"
+                                            " WHERE id = '%s'" % run))
+                secs = self.run_span(db, [run])
+                last = secs * 1.05
+                self.record(group="dag", key=key, title=title + ": claim + complete_job",
+                            clients=c8, rep=rep, value="%.3f" % (steps / secs),
+                            unit="steps/s", events=steps, seconds="%.3f" % secs,
+                            tx=agg["tx"], failed=agg["failed"], ser_failures=agg["ser"],
+                            dl_failures=agg["dl"], retried=agg["retried"],
+                            retries=agg["retries"], e40001=e1, e40P01=e2,
+                            orphans=agg["orphans"])
+                self.say("  %s rep %d/%d: %d steps in %.2f s = %.0f steps/s (40001 %d, 40P01 %d)"
+                         % (key, rep, cfg["reps"], steps, secs, steps / secs, e1, e2))
+        # external steps: chains of external steps, each client owns runs
+        S, per = cfg["ext_steps"], cfg["ext_runs_per_client"]
+        key = "dag.external"
+        self.put_def(db, key, "bench.def_external_chain(%d)" % S)
+        for rep in range(1, cfg["reps"] + 1):
+            tag = "ext%d" % rep
+            self.sql(db, "INSERT INTO bench.runs SELECT '%s', g - 1, workflow.start_run(d.def)"
+                         " FROM generate_series(1, %d) g, bench.defs d WHERE d.name = '%s'"
+                     % (tag, c8 * per, key))
+            mark = self.log_mark()
+            r = self.pgbench(db, key, c8, "external_complete.sql", transactions=per * S,
+                             defines=dict(tag=tag, nclients=c8, steps=S, i=0),
+                             label="%s-r%d" % (key, rep))
+            e1, e2 = self.check_log(key, mark)
+            bad = self.scalar(db, "SELECT count(*) FROM bench.runs b JOIN workflow.workflow_runs r"
+                                  " ON r.id = b.run_id WHERE b.tag = '%s'"
+                                  " AND r.status <> 'SUCCEEDED'" % tag)
+            if bad != "0":
+                raise BenchError("%s: %s runs did not succeed" % (key, bad))
+            self.record(group="dag", key=key,
+                        title="runs of %d external steps (a chain): complete_external_step" % S,
+                        clients=c8, rep=rep, value="%.3f" % r["tps"], unit="steps/s",
+                        events=r["tx"], seconds=r["duration"], tps=r["tps"],
+                        latency_ms=r["latency"], tx=r["tx"], failed=r["failed"],
+                        ser_failures=r["ser"], dl_failures=r["dl"], retried=r["retried"],
+                        retries=r["retries"], e40001=e1, e40P01=e2)
+            self.say("  %s rep %d/%d: %.0f steps/s (40001 %d, 40P01 %d)"
+                     % (key, rep, cfg["reps"], r["tps"], e1, e2))
+        self.drop_db(db)
+
+    # per-event cost against run size, in three planner-statistics states
+    EVENT_STATES = [
+        ("never", "never-analyzed tables"),
+        ("analyzed", "after ANALYZE with one giant run"),
+        ("steady", "steady state"),
+    ]
+
+    def set_autovacuum(self, db, on):
+        for t in ("job_queue", "workflow_runs", "workflow_steps",
+                  "workflow_step_dependencies"):
+            if on:
+                self.sql(db, "ALTER TABLE workflow.%s RESET (autovacuum_enabled,"
+                             " toast.autovacuum_enabled)" % t)
+            else:
+                self.sql(db, "ALTER TABLE workflow.%s SET (autovacuum_enabled = false,"
+                             " toast.autovacuum_enabled = false)" % t)
+
+    def analyzed_tables(self, db):
+        return int(self.scalar(
+            db, "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'workflow'"
+                " AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"))
+
+    def g_event_cost(self):
+        cfg = self.cfg
+        sizes, K = cfg["event_sizes"], cfg["event_k"]
+        big = max(sizes)
+        for state, title in self.EVENT_STATES:
+            db = self.fresh_db("wf_event_" + state)
+            for s in sizes:
+                self.put_def(db, "chain%d" % s, "bench.def_chain(%d, 'bench.ev%d')" % (s, s))
+            note = ""
+            if state in ("never", "analyzed"):
+                self.set_autovacuum(db, False)
+            if state == "analyzed":
+                self.sql(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                             " WHERE name = 'chain%d'" % big)
+                self.sql(db, "ANALYZE workflow.job_queue, workflow.workflow_runs,"
+                             " workflow.workflow_steps, workflow.workflow_step_dependencies")
+                note = "statistics taken with one %d-step run" % big
+            if state == "steady":
+                self.event_history(db)
+                note = "after %d finished steps of history, VACUUM ANALYZE, autovacuum on" \
+                       % cfg["history_steps"]
+            for s in sizes:
+                jt = "bench.ev%d" % s
+                for rep in range(1, cfg["reps"] + 1):
+                    if s <= K:
+                        nruns = math.ceil(K / s)
+                        self.fill_runs(db, "chain%d" % s, nruns)
+                    else:
+                        left = self.pending_steps(db, jt)
+                        if left < K + 1:
+                            self.fill_runs(db, "chain%d" % s, 1)
+                    mark = self.log_mark()
+                    done0 = self.jobs(db, jt, "SUCCEEDED")
+                    key = "event_cost.%s" % state
+                    r = self.pgbench(db, key, 1, "claim_complete.sql", transactions=K,
+                                     defines=dict(jt=jt, idle_us=IDLE_US),
+                                     label="%s-%d-r%d" % (key, s, rep))
+                    e1, e2 = self.check_log(key, mark)
+                    done = self.jobs(db, jt, "SUCCEEDED") - done0
+                    if done != K:
+                        raise BenchError("%s size %d: %d of %d claims found a job"
+                                         % (key, s, done, K))
+                    self.record(group="event_cost", key="%s.%d" % (key, s),
+                                title="per-event cost, run of %d steps (%s)" % (s, title),
+                                clients=1, rep=rep, value="%.4f" % r["latency"],
+                                unit="ms/event", events=K, seconds=r["duration"],
+                                tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
+                                failed=r["failed"], ser_failures=r["ser"],
+                                dl_failures=r["dl"], retried=r["retried"],
+                                retries=r["retries"], e40001=e1, e40P01=e2, note=note)
+                    self.say("  %s size %d rep %d/%d: %.3f ms/event"
+                             % (key, s, rep, cfg["reps"], r["latency"]))
+            if state == "never":
+                n = self.analyzed_tables(db)
+                self.say("  never-analyzed: %d workflow tables analyzed during the measurement" % n)
+            self.drop_db(db)
+
+    def event_history(self, db):
+        """Steady state: runs of mixed sizes started and finished by batch
+        workers, then VACUUM ANALYZE; autovacuum stays on."""
+        cfg = self.cfg
+        H = cfg["history_steps"]
+        jt = "bench.hist"
+        self.put_def(db, "hist10", "bench.def_pairs(10, '%s')" % jt)
+        self.put_def(db, "hist1000", "bench.def_pairs(1000, '%s')" % jt)
+        n1000 = max(1, H // 2 // 1000) if H >= 2000 else 0
+        n10 = max(1, (H - n1000 * 1000) // 10)
+        t = now()
+        self.fill_runs(db, "hist10", n10)
+        self.fill_runs(db, "hist1000", n1000)
+        ids = [r[0] for r in self.sql(db, "SELECT id FROM workflow.workflow_runs")]
+        mark = self.log_mark()
+        self.drive_until_done(db, "event_cost.history", self.clients, jt, ids,
+                              script="claim_batch.sql")
+        self.check_log("event_cost.history", mark)
+        self.sql(db, "VACUUM ANALYZE workflow.job_queue, workflow.workflow_runs,"
+                     " workflow.workflow_steps, workflow.workflow_step_dependencies")
+        self.say("  steady state: %d runs (%d steps) finished, VACUUM ANALYZE, in %.1f s"
+                 % (len(ids), n10 * 10 + n1000 * 1000, now() - t))
+
+    def g_start_run(self):
+        cfg = self.cfg
+        db = self.fresh_db("wf_start")
+        trunc = ("TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,"
+                 " workflow.workflow_step_dependencies, bench.p_runs, bench.p_steps,"
+                 " bench.p_deps, bench.p_jobs")
+        count = ("SELECT (SELECT count(*) FROM workflow.workflow_runs),"
+                 " (SELECT count(*) FROM workflow.workflow_steps),"
+                 " (SELECT count(*) FROM workflow.workflow_step_dependencies),"
+                 " (SELECT count(*) FROM workflow.job_queue),"
+                 " (SELECT count(*) FROM bench.p_runs), (SELECT count(*) FROM bench.p_steps),"
+                 " (SELECT count(*) FROM bench.p_deps), (SELECT count(*) FROM bench.p_jobs)")
+        for s in cfg["start_sizes"]:
+            self.put_def(db, "pairs%d" % s, "bench.def_pairs(%d, 'bench.start')" % s)
+        for s in cfg["start_sizes"]:
+            calls = cfg["start_calls"][s]
+            for rep in range(1, cfg["reps"] + 1):
+                self.sql(db, trunc)
+                for key, script, title in (
+                        ("start_run", "start_run.sql",
+                         "start_run of %d steps (pairs: %d jobs, %d edges)" % (s, s // 2, s // 2)),
+                        ("plain_insert", "plain_insert.sql",
+                         "plain INSERT ... SELECT of the same rows, %d steps" % s)):
+                    self.sql(db, "CHECKPOINT")
+                    mark = self.log_mark()
+                    r = self.pgbench(db, key, 1, script, transactions=calls,
+                                     defines={"def": "pairs%d" % s, "n": s},
+                                     label="%s-%d-r%d" % (key, s, rep))
+                    e1, e2 = self.check_log(key, mark)
+                    self.record(group="start_run", key="%s.%d" % (key, s), title=title,
+                                clients=1, rep=rep, value="%.4f" % r["latency"],
+                                unit="ms/call", events=calls * s, seconds=r["duration"],
+                                tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
+                                failed=r["failed"], e40001=e1, e40P01=e2)
+                    self.say("  %s %d rep %d/%d: %.2f ms/call"
+                             % (key, s, rep, cfg["reps"], r["latency"]))
+                # the baseline must have written what start_run wrote
+                got = self.sql(db, count)[0]
+                if got[:4] != got[4:]:
+                    raise BenchError("start_run wrote runs/steps/edges/jobs %s, the plain"
+                                     " INSERT %s" % (got[:4], got[4:]))
+        self.sql(db, trunc)
+        self.drop_db(db)
+
+    def bloat_snapshot(self, db, jobs_done, w, label):
+        rows = self.sql(db, """
+            SELECT c.relname, pg_relation_size(c.oid),
+                   coalesce(pg_relation_size(c.reltoastrelid), 0),
+                   pg_indexes_size(c.oid),
+                   s.n_live_tup, s.n_dead_tup, s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd,
+                   s.n_tup_del, s.autovacuum_count, s.autoanalyze_count,
+                   (SELECT string_agg(i.relname || '=' || pg_relation_size(i.oid), ' '
+                                      ORDER BY i.relname)
+                      FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                     WHERE x.indrelid = c.oid)
+              FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+             WHERE s.schemaname = 'workflow'
+               AND c.relname IN ('job_queue', 'workflow_steps')
+             ORDER BY c.relname""")
+        out = {}
+        for r in rows:
+            d = dict(label=label, jobs=jobs_done, relation=r[0], heap_bytes=r[1],
+                     toast_bytes=r[2], index_bytes=r[3], n_live_tup=r[4],
+                     n_dead_tup=r[5], n_tup_ins=r[6], n_tup_upd=r[7],
+                     n_tup_hot_upd=r[8], n_tup_del=r[9], autovacuum_count=r[10],
+                     autoanalyze_count=r[11], indexes=r[12])
+            w.writerow(d)
+            out[r[0]] = d
+        return out
+
+    def g_bloat(self):
+        cfg = self.cfg
+        db = self.fresh_db("wf_bloat")
+        total, first, cycle = cfg["bloat_total"], cfg["bloat_first"], cfg["bloat_cycle"]
+        rs = cfg["bloat_run_steps"]
+        jt = "bench.bloat"
+        self.put_def(db, "bloatrun", "bench.def_pairs(%d, '%s')" % (rs, jt))
+        purge = self.has_purge
+        self.say("  workflow.purge() %s" % (
+            "exists: called after every cycle" if purge else
+            "does not exist: measured WITHOUT retention"))
+        path = os.path.join(self.out, "bloat.csv")
+        f = open(path, "w", newline="")
+        w = csv.DictWriter(f, fieldnames=[
+            "label", "jobs", "relation", "heap_bytes", "toast_bytes", "index_bytes",
+            "n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd",
+            "n_tup_del", "autovacuum_count", "autoanalyze_count", "indexes"])
+        w.writeheader()
+        done, snaps, ncycle, e1t, e2t = 0, {}, 0, 0, 0
+        t = now()
+        with f:
+            while done < total:
+                ncycle += 1
+                n = min(cycle, total - done)
+                plain = n // 2
+                nruns = max(1, (n - plain) // rs)
+                mark = self.log_mark()
+                self.fill_plain(db, jt, plain)
+                self.fill_runs(db, "bloatrun", nruns)
+                ids = [r[0] for r in self.sql(
+                    db, "SELECT id FROM workflow.workflow_runs WHERE status = 'RUNNING'")]
+                self.drive_until_done(db, "bloat", self.clients, jt, ids,
+                                      script="claim_batch.sql")
+                # plain jobs left after the runs finished
+                while self.queued(db, jt) > 0:
+                    self.pgbench(db, "bloat", self.clients, "claim_batch.sql",
+                                 duration=cfg["seg"],
+                                 defines=dict(jt=jt, idle_us=IDLE_US, batch=BATCH),
+                                 label="bloat-drain")
+                    self.recover_orphans(db, jt)
+                if purge:
+                    self.sql(db, "SELECT workflow.purge()")
+                e1, e2 = self.check_log("bloat", mark)
+                e1t += e1
+                e2t += e2
+                done = int(self.scalar(db, "SELECT count(*) FROM workflow.job_queue"
+                                           " WHERE status = 'SUCCEEDED'"))
+                snap = self.bloat_snapshot(db, done, w, "cycle%d" % ncycle)
+                if "first" not in snaps and done >= first:
+                    snaps["first"] = snap
+                self.say("  bloat: %d jobs done, job_queue %s + indexes %s"
+                         % (done, mb(snap["job_queue"]["heap_bytes"]),
+                            mb(snap["job_queue"]["index_bytes"])))
+            snaps["final"] = snap
+        secs = now() - t
+        a, b = snaps["first"], snaps["final"]
+        note = ("workflow.purge() called after every cycle" if purge else
+                "workflow.purge() does not exist: measured without retention")
+        for rel in ("job_queue", "workflow_steps"):
+            fa = int(a[rel]["heap_bytes"]) + int(a[rel]["index_bytes"]) + int(a[rel]["toast_bytes"])
+            fb = int(b[rel]["heap_bytes"]) + int(b[rel]["index_bytes"]) + int(b[rel]["toast_bytes"])
+            upd = int(b[rel]["n_tup_upd"])
+            hot = int(b[rel]["n_tup_hot_upd"])
+            common = dict(group="bloat", clients=self.clients, rep=1, note=note)
+            self.record(key="bloat.%s.size_first" % rel, value=fa, unit="bytes",
+                        events=a[rel]["jobs"],
+                        title="%s heap + indexes + toast after %s jobs" % (rel, a[rel]["jobs"]),
+                        **common)
+            self.record(key="bloat.%s.size_final" % rel, value=fb, unit="bytes",
+                        events=b[rel]["jobs"], seconds="%.1f" % secs,
+                        title="%s heap + indexes + toast after %s jobs" % (rel, b[rel]["jobs"]),
+                        e40001=e1t, e40P01=e2t, **common)
+            self.record(key="bloat.%s.index_first" % rel, value=a[rel]["index_bytes"],
+                        unit="bytes", title="%s indexes after %s jobs" % (rel, a[rel]["jobs"]),
+                        **common)
+            self.record(key="bloat.%s.index_final" % rel, value=b[rel]["index_bytes"],
+                        unit="bytes", title="%s indexes after %s jobs" % (rel, b[rel]["jobs"]),
+                        **common)
+            self.record(key="bloat.%s.dead" % rel, value=b[rel]["n_dead_tup"], unit="tuples",
+                        title="%s dead tuples at the end (live %s)"
+                        % (rel, b[rel]["n_live_tup"]), **common)
+            self.record(key="bloat.%s.hot" % rel,
+                        value="%.4f" % (hot / upd if upd else 0), unit="fraction",
+                        title="%s HOT updates / updates (%d / %d)" % (rel, hot, upd),
+                        **common)
+            self.record(key="bloat.%s.autovacuum" % rel, value=b[rel]["autovacuum_count"],
+                        unit="runs", title="%s autovacuum runs (autoanalyze %s)"
+                        % (rel, b[rel]["autoanalyze_count"]), **common)
+        self.drop_db(db)
+
+    # ------------------------------------------------------------------
+    # profile phase: statements per event from pg_stat_statements
+
+    def profile(self):
+        cfg = self.cfg
+        N = cfg["profile_events"]
+        db = self.fresh_db("wf_profile")
+        self.sql(db, "CREATE EXTENSION pg_stat_statements")
+        dbid = self.scalar(db, "SELECT oid FROM pg_database WHERE datname = current_database()")
+        self.put_def(db, "chain1000", "bench.def_chain(1000, 'bench.pchain')")
+        self.put_def(db, "fan", "bench.def_fanout(%d, 'bench.pfan')" % max(N, 10))
+        self.put_def(db, "pairs1000", "bench.def_pairs(1000, 'bench.pstart')")
+        self.put_def(db, "ext10", "bench.def_external_chain(10)")
+        cases = []
+
+        def case(name, events, prepare, script, tx, defines, clients=1):
+            prepare()
+            self.sql(db, "SELECT pg_stat_statements_reset()")
+            mark = self.log_mark()
+            self.pgbench(db, "profile", clients, script, transactions=tx,
+                         defines=defines, label="profile-" + name)
+            self.check_log("profile", mark)
+            rows = self.sql(db, """
+                SELECT toplevel, calls, total_exec_time, rows,
+                       shared_blks_hit + shared_blks_read, wal_bytes,
+                       regexp_replace(query, '\\s+', ' ', 'g')
+                  FROM pg_stat_statements
+                 WHERE dbid = %s AND query NOT LIKE '%%pg_stat_statements%%'
+                 ORDER BY total_exec_time DESC""" % dbid)
+            cases.append((name, events, rows))
+
+        case("plain job: claim + complete_job", N,
+             lambda: self.fill_plain(db, "bench.pplain", N + 10),
+             "claim_complete.sql", N, dict(jt="bench.pplain", idle_us=IDLE_US))
+        case("chain step: claim + complete_job (cascade 1 edge)", N,
+             lambda: self.fill_runs(db, "chain1000", math.ceil(N / 1000) + 1),
+             "claim_complete.sql", N, dict(jt="bench.pchain", idle_us=IDLE_US))
+        case("fan-out step: claim + complete_job (edge to the join)", N,
+             lambda: self.sql(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                                  " WHERE name = 'fan'"),
+             "claim_complete.sql", N, dict(jt="bench.pfan", idle_us=IDLE_US))
+        nb = max(1, N // BATCH)
+        case("plain jobs: claim %d + complete_jobs" % BATCH, nb * BATCH,
+             lambda: self.fill_plain(db, "bench.pbatch", nb * BATCH + 10),
+             "claim_batch.sql", nb, dict(jt="bench.pbatch", batch=BATCH, idle_us=IDLE_US))
+        nr = max(1, N // 10)
+        case("external step: complete_external_step", nr * 10,
+             lambda: self.sql(db, "INSERT INTO bench.runs SELECT 'p', g - 1,"
+                                  " workflow.start_run(d.def) FROM generate_series(1, %d) g,"
+                                  " bench.defs d WHERE d.name = 'ext10'" % nr),
+             "external_complete.sql", nr * 10, dict(tag="p", nclients=1, steps=10, i=0))
+        case("enqueue", N, lambda: None, "enqueue_one.sql", N, dict(jt="bench.penq"))
+        case("start_run of 1000 steps (per call)", 5, lambda: None, "start_run.sql", 5,
+             {"def": "pairs1000"})
+        with open(os.path.join(self.out, "statements.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["case", "events", "toplevel", "calls", "calls_per_event",
+                        "total_ms", "ms_per_event", "rows", "blocks_per_call",
+                        "wal_bytes_per_event", "query"])
+            for name, events, rows in cases:
+                for top, calls, total, nrows, blks, wal, q in rows:
+                    w.writerow([name, events, top, calls,
+                                "%.3f" % (int(calls) / events), "%.3f" % float(total),
+                                "%.4f" % (float(total) / events), nrows,
+                                "%.1f" % (int(blks) / max(int(calls), 1)),
+                                "%.0f" % (float(wal) / events), q[:300]])
+        self.drop_db(db)
+
+    # ------------------------------------------------------------------
+
+    # settings the server takes from bench/run.sh (connection and logging)
+    RUNSH_SETTINGS = ("listen_addresses", "unix_socket_directories", "port",
+                      "log_line_prefix", "shared_preload_libraries",
+                      "pg_stat_statements.track")
+    KEY_SETTINGS = ("server_version", "fsync", "synchronous_commit", "full_page_writes",
+                    "wal_sync_method", "wal_level", "shared_buffers", "work_mem",
+                    "max_wal_size", "checkpoint_timeout", "max_connections",
+                    "autovacuum", "autovacuum_naptime", "autovacuum_vacuum_scale_factor",
+                    "autovacuum_analyze_scale_factor", "default_transaction_isolation",
+                    "jit")
+
+    def settings(self):
+        names = self.KEY_SETTINGS + self.RUNSH_SETTINGS
+        rows = self.sql("postgres",
+                        "SELECT name, current_setting(name), source FROM pg_settings"
+                        " WHERE name IN (%s) OR source IN ('configuration file',"
+                        " 'command line', 'environment variable') ORDER BY name"
+                        % ",".join("'%s'" % n for n in names))
+        out = []
+        for name, value, source in rows:
+            if name in self.RUNSH_SETTINGS:
+                by = "bench/run.sh" if source != "default" else "default"
+            elif source == "default":
+                by = "default"
+            else:
+                by = "initdb"
+            out.append(dict(name=name, setting=value, source=by))
+        return out
+
+    def machine(self):
+        info = dict(nproc=os.cpu_count())
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        info["cpu"] = line.split(":", 1)[1].strip()
+                        break
+            with open("/proc/meminfo") as f:
+                info["mem"] = f.readline().split(":", 1)[1].strip()
+            info["loadavg_start"] = open("/proc/loadavg").read().split()[:3]
+        except OSError:
+            pass
+        return info
+
+    def main(self):
+        meta_path = os.path.join(self.out, "meta.json")
+        if self.args.phase == "profile":
+            meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+            self.has_verify = True
+            try:
+                self.profile()
+            except (BenchError, subprocess.TimeoutExpired) as e:
+                self.fail("profile", str(e))
+            meta["profile_failures"] = self.failures
+            meta["profile_errors"] = self.errors_total
+            json.dump(meta, open(meta_path, "w"), indent=1)
+            return 1 if self.failures else 0
+
+        for p in ("raw.csv", "bloat.csv", "statements.csv"):
+            if os.path.exists(os.path.join(self.out, p)):
+                os.remove(os.path.join(self.out, p))
+        for p in os.listdir(self.logdir):
+            if p.endswith(".log"):
+                os.remove(os.path.join(self.logdir, p))
+        settings = self.settings()
+        self.say("mode %s: %d clients, %d s per timed run, %d repetitions"
+                 % (self.args.mode, self.clients, self.cfg["duration"], self.cfg["reps"]))
+        self.say("settings:")
+        for s in settings:
+            if s["name"] in self.KEY_SETTINGS:
+                print("   %-34s %-16s (%s)" % (s["name"], s["setting"], s["source"]), flush=True)
+        print("   set by bench/run.sh (connection and logging only): " + ", ".join(
+            "%s = '%s'" % (s["name"], s["setting"]) for s in settings
+            if s["source"] == "bench/run.sh"), flush=True)
+        meta = dict(mode=self.args.mode, clients=self.clients, cfg=self.cfg,
+                    settings=settings, machine=self.machine(),
+                    started=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                    max_tries=MAX_TRIES, idle_us=IDLE_US, batch=BATCH,
+                    enqueue_bulk=ENQUEUE_BULK)
+        dl0 = int(self.scalar("postgres", "SELECT coalesce(sum(deadlocks), 0)"
+                                          " FROM pg_stat_database"))
+        self.make_template()
+        meta["has_purge"] = self.has_purge
+        groups = GROUPS
+        if self.args.only:
+            # the reference is always measured: every ratio needs it
+            want = set(self.args.only.split(","))
+            if not self.args.no_reference:
+                want.add("reference")
+            unknown = want - set(GROUPS)
+            if unknown:
+                raise SystemExit("unknown workload group(s): %s (known: %s)"
+                                 % (",".join(sorted(unknown)), ",".join(GROUPS)))
+            groups = [g for g in GROUPS if g in want]
+        for g in groups:
+            self.say("== %s" % g)
+            t = now()
+            try:
+                getattr(self, "g_" + g)()
+            except (BenchError, subprocess.TimeoutExpired) as e:
+                self.fail(g, str(e))
+            meta.setdefault("group_seconds", {})[g] = round(now() - t, 1)
+        dl1 = int(self.scalar("postgres", "SELECT coalesce(sum(deadlocks), 0)"
+                                          " FROM pg_stat_database"))
+        meta["deadlocks_pg_stat_database"] = dl1 - dl0
+        meta["errors_by_sqlstate"] = self.errors_total
+        meta["failures"] = self.failures
+        meta["seconds"] = round(now() - self.t0, 1)
+        try:
+            meta["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+        except OSError:
+            pass
+        json.dump(meta, open(meta_path, "w"), indent=1)
+        self.say("main phase done in %.0f s; 40001: %d, 40P01: %d (pg_stat_database"
+                 " deadlocks: %d); failed workloads: %d"
+                 % (now() - self.t0, self.errors_total.get("40001", 0),
+                    self.errors_total.get("40P01", 0), dl1 - dl0, len(self.failures)))
+        bad = self.failures or self.errors_total.get("40P01", 0) or dl1 - dl0
+        return 1 if bad else 0
+
+
+def mb(b):
+    return "%.1f MB" % (int(b) / 1048576.0)
+
+
+def parse_pgbench(out):
+    def num(pattern, cast=float):
+        m = re.search(pattern, out, re.M)
+        return cast(m.group(1)) if m else None
+    r = dict(
+        tps=num(r"^tps = ([0-9.]+)") or 0.0,
+        latency=num(r"^latency average = ([0-9.]+) ms"),
+        tx=num(r"^number of transactions actually processed: (\d+)", int) or 0,
+        failed=num(r"^number of failed transactions: (\d+)", int) or 0,
+        ser=num(r"^number of serialization failures: (\d+)", int) or 0,
+        dl=num(r"^number of deadlock failures: (\d+)", int) or 0,
+        retried=num(r"^number of transactions retried: (\d+)", int) or 0,
+        retries=num(r"^total number of retries: (\d+)", int) or 0,
+        duration=num(r"^duration: (\d+) s", int),
+    )
+    if r["tps"] and r["tx"]:
+        # the exact elapsed time pgbench measured (without connection time)
+        r["duration"] = r["tx"] / r["tps"]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--phase", choices=["main", "profile"], default="main")
+    ap.add_argument("--mode", choices=sorted(MODES), default="full")
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, default=5432)
+    ap.add_argument("--user", default="postgres")
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--scripts", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--duration", type=int)
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--only")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="with --only: skip the reference (no ratios; for development)")
+    args = ap.parse_args()
+    sys.exit(Bench(args).main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+#!/usr/bin/python3
+"""bench/report.py: the table of a benchmark run.
+
+    report.py RESULTS_DIR
+
+Reads raw.csv, meta.json, bloat.csv and statements.csv that bench/driver.py
+wrote, and writes into the same directory:
+
+  summary.csv          one row per figure: median, min, max, spread over the
+                       repetitions, the rate it stands for, the pgbench -N
+                       reference at the same client count, and the ratio
+  targets.csv          every target: required, measured, met or not, margin
+  table.md             the tables printed below (Markdown)
+  event_cost.dat       per-event cost against run size, for plots.gp
+  throughput_clients.dat  throughput against client count, for plots.gp
+
+Every ratio is a rate divided by the median pgbench -N TPS measured in the
+same run with the same number of clients.  Rates: a throughput as measured;
+a per-event cost of one client as 1000 / (ms per event); start_run and the
+plain INSERT as steps written per second.
+"""
+
+import csv
+import json
+import os
+import statistics
+import sys
+
+STATE_TITLES = [("never", "never analyzed"),
+                ("analyzed", "after ANALYZE with one giant run"),
+                ("steady", "steady state")]
+
+
+def load(out):
+    rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    return rows, meta
+
+
+def fnum(x, default=0.0):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def summarize(rows):
+    groups = {}
+    order = []
+    for r in rows:
+        k = (r["key"], int(r["clients"]))
+        if k not in groups:
+            groups[k] = []
+            order.append(k)
+        groups[k].append(r)
+    S = {}
+    for k in order:
+        rs = groups[k]
+        vals = [fnum(r["value"]) for r in rs]
+        med = statistics.median(vals)
+        lo, hi = min(vals), max(vals)
+        S[k] = dict(
+            key=k[0], clients=k[1], title=rs[0]["title"], unit=rs[0]["unit"],
+            group=rs[0]["group"], median=med, min=lo, max=hi, reps=len(vals),
+            spread_pct=(hi - lo) / med * 100 if med and len(vals) > 1 else 0.0,
+            stdev=statistics.stdev(vals) if len(vals) > 1 else 0.0,
+            e40001=sum(int(fnum(r["e40001"])) for r in rs),
+            e40P01=sum(int(fnum(r["e40P01"])) for r in rs),
+            events=sum(int(fnum(r["events"])) for r in rs),
+            orphans=sum(int(fnum(r["orphans"])) for r in rs),
+            note="; ".join(sorted({r["note"] for r in rs if r["note"]})),
+        )
+    return S, order
+
+
+def reference(rows):
+    """clients -> median pgbench -N TPS over every repetition, at the start
+    and at the end of the run; and clients -> (min, max) over them."""
+    vals = {}
+    for r in rows:
+        if r["key"] in ("ref.N", "ref.N.end"):
+            vals.setdefault(int(r["clients"]), []).append(fnum(r["value"]))
+    return ({c: statistics.median(v) for c, v in vals.items()},
+            {c: (min(v), max(v)) for c, v in vals.items()})
+
+
+def rate_of(s):
+    unit = s["unit"]
+    if unit.endswith("/s") or unit == "tps":
+        return s["median"], unit
+    if unit == "ms/event":
+        return (1000.0 / s["median"] if s["median"] else 0.0), "events/s"
+    if unit == "ms/call":
+        size = int(s["key"].rsplit(".", 1)[1])
+        return (1000.0 * size / s["median"] if s["median"] else 0.0), "steps/s"
+    return None, ""
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if unit == "bytes":
+        return "%.1f MB" % (v / 1048576.0)
+    if unit == "fraction":
+        return "%.1f%%" % (v * 100)
+    if unit.startswith("ms"):
+        return "%.3f %s" % (v, unit)
+    if abs(v) >= 100:
+        return "%.0f %s" % (v, unit)
+    return "%.2f %s" % (v, unit)
+
+
+def md_table(header, rows):
+    w = [len(h) for h in header]
+    for r in rows:
+        for i, c in enumerate(r):
+            w[i] = max(w[i], len(c))
+    line = lambda cells: "| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(cells)) + " |"
+    out = [line(header), "|" + "|".join("-" * (x + 2) for x in w) + "|"]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def targets(S, ref, meta, rows):
+    c = meta["clients"]
+    cfg = meta["cfg"]
+    T = []
+
+    def get(key, clients):
+        return S.get((key, clients))
+
+    def ratio(key, clients):
+        s = get(key, clients)
+        if not s or clients not in ref:
+            return None
+        r, _ = rate_of(s)
+        return r / ref[clients]
+
+    def add(name, op, required, measured, detail="", kind="x"):
+        f = {"x": lambda v: "%.2f x" % v, "pct": lambda v: "%.2f%%" % (v * 100),
+             "int": lambda v: "%d" % v}[kind]
+        if measured is None:
+            T.append(dict(target=name, required="%s %s" % (op, f(required)), measured="-",
+                          met="not measured", pct="", detail=detail))
+            return
+        ok = measured >= required if op == ">=" else (
+            measured <= required if op == "<=" else (
+                measured < required if op == "<" else measured == required))
+        if op in (">=",):
+            pct = measured / required * 100 if required else 0
+        elif op in ("<=", "<"):
+            pct = (required / measured * 100) if measured else 100.0
+        else:
+            pct = 100.0 if ok else 0.0
+        T.append(dict(target=name, required="%s %s" % (op, f(required)),
+                      measured=f(measured), met="met" if ok else "MISSED",
+                      pct="%.0f%%" % pct, detail=detail))
+
+    add("plain jobs claim + complete_job, %d clients, x pgbench -N" % c, ">=", 0.60,
+        ratio("queue.single", c))
+    add("steps of one %d-step run of independent steps, %d clients, with %d due jobs"
+        " of another type queued, x pgbench -N" % (cfg["wide"], c, cfg["backlog"]),
+        ">=", 0.30, ratio("dag.wide", c))
+    add("claim 50 + complete_jobs, plain jobs, jobs/s x pgbench -N", ">=", 4.0,
+        ratio("queue.batch", c))
+    add("claim 50 + complete_jobs, steps of many concurrent 10-step runs, x pgbench -N",
+        ">=", 2.0, ratio("queue.batch_steps", c))
+    a, b = get("queue.single_backlog", c), get("queue.single", c)
+    add("claim filtered by job_type with %d due jobs of another type: throughput"
+        " x the same without them (same cost: >= 0.90)" % cfg["backlog"], ">=", 0.90,
+        a["median"] / b["median"] if a and b and b["median"] else None)
+    sizes = cfg["event_sizes"]
+    lo, hi = min(sizes), max(sizes)
+    for st, title in STATE_TITLES:
+        a, b = get("event_cost.%s.%d" % (st, hi), 1), get("event_cost.%s.%d" % (st, lo), 1)
+        add("per-event cost, 1 client, run of %d steps x run of %d steps (%s)"
+            % (hi, lo, title), "<=", 1.25,
+            a["median"] / b["median"] if a and b and b["median"] else None,
+            "%s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
+            if a and b else "")
+    big = max(cfg["start_sizes"])
+    a, b = get("start_run.%d" % big, 1), get("plain_insert.%d" % big, 1)
+    add("start_run of %d steps x plain INSERT ... SELECT of the same rows" % big, "<=", 2.0,
+        a["median"] / b["median"] if a and b and b["median"] else None,
+        "%s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"])) if a and b else "")
+    dl = sum(int(fnum(r["e40P01"])) for r in rows)
+    dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
+    add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
+        "server log %d, pg_stat_database %d" % (dl, dl_stat), kind="int")
+    for key, title in (("dag.fanout", "fan-out"), ("dag.lattice", "lattice")):
+        s = get(key, c)
+        add("40001 per completion, %s" % title, "<", 0.01,
+            s["e40001"] / s["events"] if s and s["events"] else None,
+            "%d of %d" % (s["e40001"], s["events"]) if s else "", kind="pct")
+    a, b = get("bloat.job_queue.size_final", c), get("bloat.job_queue.size_first", c)
+    note = "" if meta.get("has_purge") else "workflow.purge() does not exist: measured without retention"
+    if a and b:
+        note = "%s after %s jobs vs %s after %s; %s" % (
+            fmt(a["median"], "bytes"), cfg["bloat_total"], fmt(b["median"], "bytes"),
+            cfg["bloat_first"], note)
+    add("job_queue heap + indexes after %d jobs x after the first %d"
+        % (cfg["bloat_total"], cfg["bloat_first"]), "<=", 2.0,
+        a["median"] / b["median"] if a and b and b["median"] else None, note)
+    return T
+
+
+def profile_table(out):
+    path = os.path.join(out, "statements.csv")
+    if not os.path.exists(path):
+        return None, []
+    cases = {}
+    order = []
+    for r in csv.DictReader(open(path)):
+        if r["case"] not in cases:
+            cases[r["case"]] = []
+            order.append(r["case"])
+        cases[r["case"]].append(r)
+    rows = []
+    for name in order:
+        rs = cases[name]
+        ev = int(rs[0]["events"])
+        nested = [r for r in rs if r["toplevel"] == "f"]
+        top = [r for r in rs if r["toplevel"] == "t"]
+        n_nested = sum(int(r["calls"]) for r in nested) / ev
+        n_top = sum(int(r["calls"]) for r in top) / ev
+        ms_top = sum(float(r["total_ms"]) for r in top) / ev
+        wal = sum(float(r["wal_bytes_per_event"]) for r in top)
+        nested.sort(key=lambda r: -float(r["total_ms"]))
+        hot = "; ".join("%.2f x %.3f ms, %s blocks: %s" % (
+            float(r["calls_per_event"]),
+            float(r["ms_per_event"]) / max(float(r["calls_per_event"]), 1e-9),
+            r["blocks_per_call"], short(r["query"], 60)) for r in nested[:3])
+        rows.append([name, "%.2f" % n_top, "%.2f" % n_nested, "%.3f" % ms_top,
+                     "%.0f" % wal, hot])
+    return ["operation", "top-level statements / event", "engine statements / event",
+            "server ms / event", "WAL bytes / event",
+            "costliest engine statements (calls per event x ms each, buffers per call)"], rows
+
+
+def short(q, n=90):
+    q = q.replace("|", "/")
+    return q if len(q) <= n else q[:n - 3] + "..."
+
+
+def main():
+    out = sys.argv[1]
+    rows, meta = load(out)
+    S, order = summarize(rows)
+    ref, ref_range = reference(rows)
+    c = meta["clients"]
+    cfg = meta["cfg"]
+    lines = []
+    P = lines.append
+
+    mode = meta["mode"]
+    P("## Benchmark results: mode %s" % mode)
+    P("")
+    m = meta.get("machine", {})
+    P("- %s clients for the concurrent workloads, %s s per timed run, %s repetitions;"
+      " started %s, main phase %s s." % (c, cfg["duration"], cfg["reps"],
+                                         meta.get("started", "?"), meta.get("seconds", "?")))
+    P("- machine: %s cores, %s, %s; load average at start %s, at end %s." % (
+        m.get("nproc", "?"), m.get("cpu", "?"), m.get("mem", "?"),
+        " ".join(m.get("loadavg_start", [])), " ".join(m.get("loadavg_end", []))))
+    st = {s["name"]: s["setting"] for s in meta.get("settings", [])}
+    P("- settings: " + ", ".join("%s=%s" % (k, st[k]) for k in (
+        "server_version", "fsync", "synchronous_commit", "full_page_writes",
+        "wal_sync_method", "shared_buffers", "max_wal_size", "autovacuum") if k in st)
+      + "; set by bench/run.sh (connection and logging only): " + ", ".join(
+          "%s='%s'" % (s["name"], s["setting"]) for s in meta.get("settings", [])
+          if s["source"] == "bench/run.sh") + ".")
+    P("- pgbench -M simple, --max-tries=%s; workers sleep %s us after an empty claim."
+      % (meta.get("max_tries"), meta.get("idle_us")))
+    if mode == "smoke":
+        P("- smoke mode: tiny sizes and 1 s runs that only keep the scripts working;"
+          " the figures mean nothing.")
+    if not meta.get("has_purge"):
+        P("- workflow.purge() does not exist yet: the bloat workload ran without retention.")
+    if meta.get("failures"):
+        P("- FAILED workloads: " + "; ".join("%s: %s" % tuple(f) for f in meta["failures"]))
+    if meta.get("profile_failures"):
+        P("- FAILED profile: " + "; ".join("%s: %s" % tuple(f) for f in meta["profile_failures"]))
+    P("")
+
+    # main table
+    header = ["workload", "clients", "figure (median)", "spread", "reps",
+              "pgbench -N tps", "ratio to -N", "40001", "40P01"]
+    table = []
+    summary = []
+    for k in order:
+        s = S[k]
+        if s["group"] == "bloat":
+            continue
+        r, runit = rate_of(s)
+        rt = ref.get(s["clients"])
+        ratio = r / rt if (r is not None and rt) else None
+        fig = fmt(s["median"], s["unit"])
+        if s["unit"].startswith("ms") and r is not None:
+            fig += " (%s)" % fmt(r, runit)
+        spread = "±%.1f%%" % (s["spread_pct"] / 2) if s["reps"] > 1 else "-"
+        name = s["title"]
+        if s["orphans"]:
+            name += " [%d claims re-done after a retry]" % s["orphans"]
+        if "dry" in s["note"]:
+            name += " [queue ran dry]"
+        table.append([name, str(s["clients"]), fig, spread, str(s["reps"]),
+                      "%.0f" % rt if rt else "-",
+                      "%.2f" % ratio if ratio is not None else "-",
+                      str(s["e40001"]), str(s["e40P01"])])
+        summary.append(dict(key=s["key"], title=s["title"], clients=s["clients"],
+                            unit=s["unit"], median="%.4f" % s["median"],
+                            min="%.4f" % s["min"], max="%.4f" % s["max"],
+                            stdev="%.4f" % s["stdev"], spread_pct="%.2f" % s["spread_pct"],
+                            reps=s["reps"], rate="%.3f" % r if r is not None else "",
+                            rate_unit=runit, reference="pgbench -N",
+                            reference_tps="%.3f" % rt if rt else "",
+                            ratio="%.4f" % ratio if ratio is not None else "",
+                            e40001=s["e40001"], e40P01=s["e40P01"], events=s["events"],
+                            orphans=s["orphans"], note=s["note"]))
+    P("### Figures")
+    P("")
+    P(md_table(header, table))
+    P("")
+    P("spread: ± half the range (max - min) over the repetitions, as a share of the"
+      " median.  ratio: the figure's rate (per-event and start_run costs turned into"
+      " events or steps per second) over the median pgbench -N TPS with the same"
+      " number of clients.")
+    P("")
+
+    # targets
+    T = targets(S, ref, meta, rows)
+    P("### Targets")
+    P("")
+    P(md_table(["target", "required", "measured", "result", "of target", "detail"],
+               [[t["target"], t["required"], t["measured"], t["met"], t["pct"], t["detail"]]
+                for t in T]))
+    P("")
+
+    # bloat
+    b = {k[0]: v for k, v in S.items() if v["group"] == "bloat"}
+    if b:
+        P("### Bloat (autovacuum at default settings%s)" % (
+            "" if meta.get("has_purge") else "; workflow.purge() does not exist: no retention"))
+        P("")
+        brows = []
+        for rel in ("job_queue", "workflow_steps"):
+            g = lambda n: b.get("bloat.%s.%s" % (rel, n), {}).get("median")
+            if g("size_first") is None:
+                continue
+            brows.append([rel, fmt(g("size_first"), "bytes"), fmt(g("size_final"), "bytes"),
+                          "%.2f x" % (g("size_final") / g("size_first")) if g("size_first") else "-",
+                          "%s -> %s" % (fmt(g("index_first"), "bytes"), fmt(g("index_final"), "bytes")),
+                          "%d" % g("dead"), fmt(g("hot"), "fraction"), "%d" % g("autovacuum")])
+        P(md_table(["table", "after first %d jobs" % cfg["bloat_first"],
+                    "after %d jobs" % cfg["bloat_total"], "growth", "indexes",
+                    "dead tuples at end", "HOT updates", "autovacuum runs"], brows))
+        P("")
+        P("Sizes are heap + indexes + TOAST; the per-cycle series is in bloat.csv.")
+        P("")
+
+    # profile
+    ph, prow = profile_table(out)
+    if ph:
+        P("### Statements per event (pg_stat_statements, track = all, 1 client)")
+        P("")
+        P(md_table(ph, prow))
+        P("")
+        P("Engine statements are the SPI statements run inside the extension's"
+          " functions and triggers (nested level); the whole list is in statements.csv.")
+        P("")
+
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(out, "table.md"), "w").write(text + "\n")
+
+    fields = ["key", "title", "clients", "unit", "median", "min", "max", "stdev",
+              "spread_pct", "reps", "rate", "rate_unit", "reference", "reference_tps",
+              "ratio", "e40001", "e40P01", "events", "orphans", "note"]
+    with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(summary)
+        for k in order:
+            s = S[k]
+            if s["group"] != "bloat":
+                continue
+            w.writerow(dict(key=s["key"], title=s["title"], clients=s["clients"],
+                            unit=s["unit"], median=s["median"], min=s["min"], max=s["max"],
+                            stdev="", spread_pct="", reps=s["reps"], note=s["note"],
+                            e40001=s["e40001"], e40P01=s["e40P01"], events=s["events"]))
+    with open(os.path.join(out, "targets.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["target", "required", "measured", "met", "pct",
+                                          "detail"])
+        w.writeheader()
+        w.writerows(T)
+
+    # plot data
+    sizes = sorted({int(k[0].rsplit(".", 1)[1]) for k in S if k[0].startswith("event_cost.")})
+    with open(os.path.join(out, "event_cost.dat"), "w") as f:
+        f.write("# size " + " ".join("%s_med %s_min %s_max" % (s, s, s)
+                                     for s, _ in STATE_TITLES) + "\n")
+        for size in sizes:
+            cells = [str(size)]
+            for st_, _ in STATE_TITLES:
+                s = S.get(("event_cost.%s.%d" % (st_, size), 1))
+                cells += ["%.4f" % s[x] for x in ("median", "min", "max")] if s else ["NaN"] * 3
+            f.write(" ".join(cells) + "\n")
+    with open(os.path.join(out, "throughput_clients.dat"), "w") as f:
+        f.write("# clients refN_med refN_min refN_max single_med single_min single_max"
+                " target_0.60  (pgbench -N over the start and end measurements)\n")
+        for cl in sorted({k[1] for k in S if k[0] in ("ref.N", "queue.single")}):
+            q = S.get(("queue.single", cl))
+            cells = [str(cl)]
+            if cl in ref:
+                cells += ["%.2f" % ref[cl], "%.2f" % ref_range[cl][0], "%.2f" % ref_range[cl][1]]
+            else:
+                cells += ["NaN"] * 3
+            cells += ["%.2f" % q[x] for x in ("median", "min", "max")] if q else ["NaN"] * 3
+            cells.append("%.2f" % (0.6 * ref[cl]) if cl in ref else "NaN")
+            f.write(" ".join(cells) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+-- bench/setup.sql: the bench schema, loaded once into the template database
+-- that every workload database is copied from (after CREATE EXTENSION
+-- workflow).  It holds definition generators, the definitions a workload
+-- uses (so that building a large jsonb is never timed), run bookkeeping, and
+-- plain tables of the same shape as the engine's for the INSERT baseline.
+
+CREATE SCHEMA bench;
+
+-- Definitions by name; pgbench scripts read them with
+--   SELECT workflow.start_run(def) FROM bench.defs WHERE name = '...'.
+CREATE TABLE bench.defs (
+    name    text PRIMARY KEY,
+    steps   integer NOT NULL,
+    def     jsonb NOT NULL
+);
+
+-- Runs a workload started, numbered per tag (external steps: client c owns
+-- runs c, c + clients, c + 2 * clients, ...).
+CREATE TABLE bench.runs (
+    tag     text NOT NULL,
+    n       integer NOT NULL,
+    run_id  uuid NOT NULL,
+    PRIMARY KEY (tag, n)
+);
+
+-- A job step keyed "s<i>".
+CREATE FUNCTION bench.job_step(i integer, job_type text, deps jsonb DEFAULT NULL)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN deps IS NULL
+                THEN jsonb_build_object('key', 's' || i, 'job_type', job_type)
+                ELSE jsonb_build_object('key', 's' || i, 'job_type', job_type,
+                                        'depends_on', deps) END
+$$;
+
+-- n steps, none depending on another.
+CREATE FUNCTION bench.def_independent(n integer, job_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'independent-' || n, 'steps',
+        (SELECT jsonb_agg(bench.job_step(i, job_type) ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
+-- s0 -> s1 -> ... -> s(n-1).
+CREATE FUNCTION bench.def_chain(n integer, job_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'chain-' || n, 'steps',
+        (SELECT jsonb_agg(bench.job_step(i, job_type,
+                    CASE WHEN i > 0 THEN jsonb_build_array('s' || (i - 1)) END)
+                    ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
+-- n/2 pairs s(2k) -> s(2k+1): half the steps are roots with a job, half
+-- wait on one edge.
+CREATE FUNCTION bench.def_pairs(n integer, job_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'pairs-' || n, 'steps',
+        (SELECT jsonb_agg(bench.job_step(i, job_type,
+                    CASE WHEN i % 2 = 1 THEN jsonb_build_array('s' || (i - 1)) END)
+                    ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
+-- s0 -> s1 .. sn -> s(n+1): one root, n parallel steps, one join.
+CREATE FUNCTION bench.def_fanout(n integer, job_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'fanout-' || n, 'steps',
+        jsonb_build_array(bench.job_step(0, job_type))
+        || (SELECT jsonb_agg(bench.job_step(i, job_type, '["s0"]') ORDER BY i)
+              FROM generate_series(1, n) i)
+        || jsonb_build_array(bench.job_step(n + 1, job_type,
+               (SELECT jsonb_agg('s' || i ORDER BY i) FROM generate_series(1, n) i))))
+$$;
+
+-- layers x width steps; step (l, w) of layer l > 0 depends on steps (l-1, w)
+-- and (l-1, (w+1) % width) of the previous layer.
+CREATE FUNCTION bench.def_lattice(layers integer, width integer, job_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'lattice-' || layers || 'x' || width, 'steps',
+        (SELECT jsonb_agg(
+                    CASE WHEN l = 0
+                         THEN jsonb_build_object('key', 'l0_' || w, 'job_type', job_type)
+                         ELSE jsonb_build_object('key', 'l' || l || '_' || w,
+                                  'job_type', job_type,
+                                  'depends_on', jsonb_build_array(
+                                      'l' || (l - 1) || '_' || w,
+                                      'l' || (l - 1) || '_' || ((w + 1) % width)))
+                    END ORDER BY l, w)
+           FROM generate_series(0, layers - 1) l, generate_series(0, width - 1) w))
+$$;
+
+-- e0 -> e1 -> ... -> e(n-1), all external steps.
+CREATE FUNCTION bench.def_external_chain(n integer)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'external-' || n, 'steps',
+        (SELECT jsonb_agg(CASE WHEN i = 0
+                               THEN jsonb_build_object('key', 'e0', 'kind', 'external')
+                               ELSE jsonb_build_object('key', 'e' || i, 'kind', 'external',
+                                        'depends_on', jsonb_build_array('e' || (i - 1)))
+                          END ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
+CREATE FUNCTION bench.put_def(name text, def jsonb)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO bench.defs (name, steps, def)
+    VALUES (name, jsonb_array_length(def -> 'steps'), def)
+    ON CONFLICT (name) DO UPDATE SET steps = EXCLUDED.steps, def = EXCLUDED.def
+$$;
+
+-- Tables of the same shape as the engine's (columns, defaults, indexes,
+-- constraints; no triggers) for the plain INSERT ... SELECT baseline of
+-- start_run.
+CREATE TABLE bench.p_runs (LIKE workflow.workflow_runs INCLUDING ALL);
+CREATE TABLE bench.p_steps (LIKE workflow.workflow_steps INCLUDING ALL);
+CREATE TABLE bench.p_deps (LIKE workflow.workflow_step_dependencies INCLUDING ALL);
+CREATE TABLE bench.p_jobs (LIKE workflow.job_queue INCLUDING ALL);
