@@ -111,26 +111,8 @@ like(slurp_file($node->logfile, $log_offset),
 
 # ---- the recovered state, before any worker resumes -----------------------
 
-sub check_acked
-{
-	my ($label) = @_;
-	my $list = join(',', map { "('$_','$acked{$_}')" } sort keys %acked);
-	my $bad = $node->safe_psql(
-		'postgres', qq{
-SELECT a.id || ' ' || coalesce(j.status::text, 'missing') || ' '
-       || coalesce(j.output ->> 'worker', '-') || ' ' || coalesce(s.status::text, '-')
-  FROM (VALUES $list) AS a(id, worker)
-  LEFT JOIN workflow.job_queue j ON j.id = a.id::uuid
-  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
- WHERE j.status IS DISTINCT FROM 'SUCCEEDED'
-    OR j.output ->> 'worker' IS DISTINCT FROM a.worker
-    OR s.status IS DISTINCT FROM 'SUCCEEDED'});
-	is($bad, '',
-		"$label: every acknowledged completion (" . scalar(keys %acked)
-		  . ") is SUCCEEDED with its worker's output");
-}
 
-check_acked('after crash recovery');
+acked_are_present($node, 'after crash recovery', \%acked);
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM (
@@ -200,7 +182,7 @@ SELECT count(*) FROM workflow.workflow_runs r
 	'0',
 	'every run has its result and finished_at');
 %acked = %{ $workers->acked };
-check_acked('at the end');
+acked_are_present($node, 'at the end', \%acked);
 unlike($workers->error_summary, qr/duplicate key|internal_state|deadlock/,
 	'no worker saw a duplicate release, an internal error or a deadlock');
 

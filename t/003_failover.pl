@@ -156,26 +156,8 @@ like(slurp_file($standby->logfile, $log_offset),
 	qr/received promote request.*selected new timeline ID/s,
 	'the standby ended recovery on a new timeline');
 
-sub check_acked
-{
-	my ($node, $label) = @_;
-	my $list = join(',', map { "('$_','$acked{$_}')" } sort keys %acked);
-	my $bad = $node->safe_psql(
-		'postgres', qq{
-SELECT a.id || ' ' || coalesce(j.status::text, 'missing') || ' '
-       || coalesce(j.output ->> 'worker', '-') || ' ' || coalesce(s.status::text, '-')
-  FROM (VALUES $list) AS a(id, worker)
-  LEFT JOIN workflow.job_queue j ON j.id = a.id::uuid
-  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
- WHERE j.status IS DISTINCT FROM 'SUCCEEDED'
-    OR j.output ->> 'worker' IS DISTINCT FROM a.worker
-    OR s.status IS DISTINCT FROM 'SUCCEEDED'});
-	is($bad, '',
-		"$label: every acknowledged completion (" . scalar(keys %acked)
-		  . ") is SUCCEEDED with its worker's output");
-}
 
-check_acked($standby, 'new primary, before the workers reconnect');
+acked_are_present($standby, 'new primary, before the workers reconnect', \%acked);
 is( $standby->safe_psql(
 		'postgres',
 		"SELECT status || ' ' || worker_id FROM workflow.job_queue WHERE id = '$lost'"),
@@ -231,7 +213,7 @@ SELECT count(*) FROM workflow.workflow_runs r
 	'0',
 	'every run has its result and finished_at');
 %acked = %{ $workers->acked };
-check_acked($standby, 'at the end');
+acked_are_present($standby, 'at the end', \%acked);
 unlike($workers->error_summary, qr/duplicate key|internal_state|deadlock/,
 	'no worker saw a duplicate release, an internal error or a deadlock');
 

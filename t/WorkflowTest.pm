@@ -25,8 +25,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(new_workflow_node verify_is_clean layered_definition
-  json_text);
+our @EXPORT = qw(new_workflow_node verify_is_clean acked_are_present
+  layered_definition json_text);
 
 my $json = JSON::PP->new->canonical;
 
@@ -64,6 +64,29 @@ sub verify_is_clean
 	  or diag($node->safe_psql($db,
 			'SELECT * FROM workflow.verify() LIMIT 20'));
 	return $n eq '0';
+}
+
+# acked_are_present(NODE, LABEL, ACKED): every completion a worker saw
+# acknowledged (ACKED: job id => worker name) is SUCCEEDED on NODE, with
+# that worker's output, and so is its step.
+sub acked_are_present
+{
+	my ($node, $label, $acked) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $list = join(',', map { "('$_','$acked->{$_}')" } sort keys %$acked);
+	my $bad = $node->safe_psql(
+		'postgres', qq{
+SELECT a.id || ' ' || coalesce(j.status::text, 'missing') || ' '
+       || coalesce(j.output ->> 'worker', '-') || ' ' || coalesce(s.status::text, '-')
+  FROM (VALUES $list) AS a(id, worker)
+  LEFT JOIN workflow.job_queue j ON j.id = a.id::uuid
+  LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
+ WHERE j.status IS DISTINCT FROM 'SUCCEEDED'
+    OR j.output ->> 'worker' IS DISTINCT FROM a.worker
+    OR s.status IS DISTINCT FROM 'SUCCEEDED'});
+	return is($bad, '',
+		"$label: every acknowledged completion (" . scalar(keys %$acked)
+		  . ") is SUCCEEDED with its worker's output");
 }
 
 # layered_definition(NAME, SEED, WIDTHS...): a DAG whose layer k has
