@@ -10,6 +10,7 @@
 #   build      make clean; make WERROR=-Werror; make install
 #   regress    pg_regress over sql/*.sql        (make installcheck)
 #   isolation  isolation specs in specs/*.spec   (make installcheck)
+#   regress-sharded, isolation-sharded: both again with counter shards forced
 #   pgtap      test/pgtap/**/*.sql with pg_prove, a fresh database per file
 #   tap        t/*.pl through PGXS's prove_installcheck, one file at a time
 #   python     test/python, test/model and test/fuzz *.py with /usr/bin/python3, each
@@ -40,6 +41,8 @@ PG_MAJOR=15
 PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
 PG_CONFIG=$PGBIN/pg_config
 TIMEOUT=${WORKFLOW_TEST_TIMEOUT:-1800}
+# Forces counter shards on every run with two steps side by side.
+SHARDED_OPTIONS="-c workflow.counter_shard_min_width=2 -c workflow.counter_shards=3"
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
@@ -82,6 +85,7 @@ inner_installcheck() {
 			ISOLATION= TAP_TESTS= </dev/null 2>&1 | tee "$logdir/regress.log"
 		rc=${PIPESTATUS[0]}
 		echo "$rc" >"$logdir/regress.rc"
+		[ -f regression.diffs ] && cp regression.diffs "$logdir/regress.diffs"
 	fi
 	if compgen -G 'specs/*.spec' >/dev/null; then
 		echo "---- isolation (specs/)"
@@ -89,6 +93,28 @@ inner_installcheck() {
 			REGRESS= TAP_TESTS= </dev/null 2>&1 | tee "$logdir/isolation.log"
 		rc=${PIPESTATUS[0]}
 		echo "$rc" >"$logdir/isolation.rc"
+		[ -f output_iso/regression.diffs ] && cp output_iso/regression.diffs "$logdir/isolation.diffs"
+	fi
+	# The same suites again with every run that has two steps side by side
+	# keeping its counters in shards (a file that sets the shard settings
+	# itself keeps them).
+	if compgen -G 'sql/*.sql' >/dev/null; then
+		echo "---- pg_regress (sql/), counters in shards"
+		PGOPTIONS="$SHARDED_OPTIONS" timeout "$TIMEOUT" make installcheck \
+			PG_CONFIG="$PG_CONFIG" ISOLATION= TAP_TESTS= </dev/null 2>&1 |
+			tee "$logdir/regress-sharded.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$logdir/regress-sharded.rc"
+		[ -f regression.diffs ] && cp regression.diffs "$logdir/regress-sharded.diffs"
+	fi
+	if compgen -G 'specs/*.spec' >/dev/null; then
+		echo "---- isolation (specs/), counters in shards"
+		PGOPTIONS="$SHARDED_OPTIONS" timeout "$TIMEOUT" make installcheck \
+			PG_CONFIG="$PG_CONFIG" REGRESS= TAP_TESTS= </dev/null 2>&1 |
+			tee "$logdir/isolation-sharded.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$logdir/isolation-sharded.rc"
+		[ -f output_iso/regression.diffs ] && cp output_iso/regression.diffs "$logdir/isolation-sharded.diffs"
 	fi
 	return 0
 }
@@ -316,13 +342,12 @@ if [ "$BUILD_OK" = 1 ]; then
 	if compgen -G 'sql/*.sql' >/dev/null || compgen -G 'specs/*.spec' >/dev/null; then
 		as_pg pg_virtualenv -v "$PG_MAJOR" \
 			bash "$TREE/scripts/test.sh" --inner-installcheck "$LOGS" </dev/null 2>&1
-		for suite in regress isolation; do
+		for suite in regress isolation regress-sharded isolation-sharded; do
 			case $suite in
-			regress) compgen -G 'sql/*.sql' >/dev/null || continue
-				diffs=$TREE/regression.diffs ;;
-			isolation) compgen -G 'specs/*.spec' >/dev/null || continue
-				diffs=$TREE/output_iso/regression.diffs ;;
+			regress*) compgen -G 'sql/*.sql' >/dev/null || continue ;;
+			isolation*) compgen -G 'specs/*.spec' >/dev/null || continue ;;
 			esac
+			diffs=$LOGS/$suite.diffs
 			read -r p f < <(count_pgregress "$LOGS/$suite.log")
 			rc=$(cat "$LOGS/$suite.rc" 2>/dev/null || echo missing)
 			if [ "$rc" != 0 ]; then

@@ -2,7 +2,7 @@
 -- run status, driven through the queue API and through direct UPDATEs.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
 
 -- steps(run) shows a run's steps without ids
@@ -21,10 +21,10 @@ RETURNS TABLE (status workflow.run_status, active int, waiting int,
                blocked int, succeeded int, failed int, canceled int,
                result jsonb, finished boolean)
 LANGUAGE sql AS $$
-    SELECT status, steps_active, steps_waiting, steps_blocked,
-           steps_succeeded, steps_failed, steps_canceled, result,
-           finished_at IS NOT NULL
-      FROM workflow.workflow_runs WHERE id = run
+    SELECT r.status, c.steps_active, c.steps_waiting, c.steps_blocked,
+           c.steps_succeeded, c.steps_failed, c.steps_canceled, r.result,
+           r.finished_at IS NOT NULL
+      FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = run
 $$;
 -- work(run, key, outcome) claims the step's job and finishes it
 CREATE FUNCTION pg_temp.work(run uuid, key text, outcome text,

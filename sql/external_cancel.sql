@@ -1,7 +1,7 @@
 -- complete_external_step and cancel_run: every check, idempotency,
 -- organization scoping, and what workers see after a cancellation.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
 
 CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
@@ -54,7 +54,7 @@ SELECT pg_temp.ext(:'run', 'gate', 'SUCCEEDED', '{"ok": 1}', 'approved', 'c', 'b
 SELECT pg_temp.ext(:'run', 'gate', 'SUCCEEDED', '{"ok": 1}', 'other', NULL, 'by ann');
 SELECT pg_temp.ext(:'run', 'gate', 'SUCCEEDED', '{"ok": 1}', 'approved', NULL, 'by bob');
 SELECT pg_temp.ext(:'run', 'gate', 'RUNNING');
-SELECT status, steps_waiting, steps_succeeded FROM workflow.workflow_runs WHERE id = :'run';
+SELECT r.status, c.steps_waiting, c.steps_succeeded FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = :'run';
 
 -- cancel_run: the run and every live step become CANCELED, jobs too
 SELECT * FROM workflow.claim('w', ARRAY['e.job']) \gset c_
@@ -67,9 +67,8 @@ SELECT step_key, status, status_reason, last_error_message, finished_at IS NOT N
   FROM workflow.workflow_steps WHERE workflow_run_id = :'run' ORDER BY step_key;
 SELECT j.job_type, j.status, j.last_error_code FROM workflow.job_queue j
  WHERE j.workflow_run_id = :'run';
-SELECT status, result, finished_at IS NOT NULL AS finished, steps_total, steps_active,
-       steps_waiting, steps_blocked, steps_succeeded, steps_failed, steps_canceled
-  FROM workflow.workflow_runs WHERE id = :'run';
+SELECT r.status, r.result, r.finished_at IS NOT NULL AS finished, c.*
+  FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = :'run';
 -- a worker finishing a canceled job gets job.canceled, whatever it does
 SELECT pg_temp.err(format('SELECT workflow.complete_job(%L, %L)', :'c_id', :'c_lease_token'));
 SELECT pg_temp.err(format('SELECT workflow.fail_job(%L, %L, %L, %L)', :'c_id', :'c_lease_token', 'e', 'm'));

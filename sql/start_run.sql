@@ -1,6 +1,6 @@
 -- start_run: whole-definition validation, idempotency, release of roots.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
 
 -- Every rule, each with a message that names the offending step.
@@ -81,10 +81,8 @@ SELECT workflow.start_run('{"name": "build", "result_step": "publish", "steps": 
    {"key": "publish", "job_type": "ci.publish",
     "depends_on": ["approve", {"step": "test", "release": "on_terminal"}, "lint"]}
  ]}', '00000000-0000-0000-0000-0000000000aa') AS run \gset
-SELECT name, status, result_step_key, result, organization_id, finished_at,
-       steps_total, steps_active, steps_waiting, steps_blocked,
-       steps_succeeded, steps_failed, steps_canceled
-  FROM workflow.workflow_runs WHERE id = :'run';
+SELECT r.name, r.status, r.result_step_key, r.result, r.organization_id, r.finished_at, c.*
+  FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = :'run';
 SELECT step_key, execution_kind, job_type, status, payload, priority,
        max_attempts, timeout_seconds, stage, job_id IS NOT NULL AS has_job,
        released_at IS NOT NULL AS released, dependency_count_total,
@@ -104,7 +102,7 @@ SELECT s.step_key, j.job_type, j.status, j.payload, j.priority, j.max_attempts,
 -- a run of external steps only waits for the outside world
 SELECT workflow.start_run('{"steps": [{"key": "x", "kind": "external"},
     {"key": "y", "kind": "external", "depends_on": ["x"]}]}') AS ext_run \gset
-SELECT status, steps_waiting, steps_blocked FROM workflow.workflow_runs WHERE id = :'ext_run';
+SELECT r.status, c.steps_waiting, c.steps_blocked FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = :'ext_run';
 
 -- idempotency: same key and definition returns the first run
 SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t"}]}', NULL, 'key-1') AS first \gset

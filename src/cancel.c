@@ -8,7 +8,9 @@
  * shared), the live jobs again NOWAIT to catch jobs released meanwhile (a
  * job locked by someone else now means a worker is finishing it while
  * waiting for us: workflow.release_conflict), the live steps, then the
- * run row once, last.  The terminal check happens only under the release
+ * run's counter shards (if it has them) and the run row once, last.  No
+ * counter changes while the release lock is held exclusive, so the shards
+ * are exact here.  The terminal check happens only under the release
  * lock.  Steps are canceled before jobs, so the job triggers find them
  * terminal and run no cascade, change no counter and notify nothing.
  *
@@ -68,14 +70,32 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "ANY ($1)";
 	static const Oid jobs_types[2] = {UUIDARRAYOID, TEXTOID};
+	static SPIPlanPtr shards_plan = NULL;
+	static const char *shards_sql =
+		"UPDATE workflow.workflow_run_counters c SET"
+		" steps_canceled = c.steps_canceled" OP("+") "c.steps_active"
+		"  " OP("+") "c.steps_waiting" OP("+") "c.steps_blocked,"
+		" steps_active = 0, steps_waiting = 0, steps_blocked = 0"
+		" WHERE c.workflow_run_id" OP("=") "$1";
+	static const Oid shards_types[1] = {UUIDOID};
 	static SPIPlanPtr finish_plan = NULL;
 	static const char *finish_sql =
 		"UPDATE workflow.workflow_runs r SET status = 'CANCELED',"
-		" steps_canceled = r.steps_canceled" OP("+") "$2,"
+		" steps_succeeded = CASE WHEN r.counter_shards" OP(">") "0"
+		"  THEN t.succeeded ELSE r.steps_succeeded END,"
+		" steps_failed = CASE WHEN r.counter_shards" OP(">") "0"
+		"  THEN t.failed ELSE r.steps_failed END,"
+		" steps_canceled = CASE WHEN r.counter_shards" OP(">") "0"
+		"  THEN t.canceled ELSE r.steps_canceled" OP("+") "$2 END,"
 		" steps_active = 0, steps_waiting = 0, steps_blocked = 0,"
 		" result = NULL,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" updated_at = pg_catalog.statement_timestamp()"
+		" FROM (SELECT COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4 AS succeeded,"
+		"  COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4 AS failed,"
+		"  COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled"
+		"  FROM workflow.workflow_run_counters c"
+		"  WHERE c.workflow_run_id" OP("=") "$1) t"
 		" WHERE r.id" OP("=") "$1";
 	static const Oid finish_types[2] = {UUIDOID, INT4OID};
 	pg_uuid_t  *run_id;
@@ -153,7 +173,9 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 				  false, 0);
 	}
 
-	/* 6. the run, once, last */
+	/* 6. its counter shards, if any, then the run, once, last */
+	WfExecute(&shards_plan, shards_sql, 1, shards_types, values, NULL,
+			  false, 0);
 	values[1] = Int32GetDatum(ncanceled);
 	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
 			  false, 0);

@@ -79,8 +79,9 @@ static void InsertReleasedJobs(pg_uuid_t *ids, int n);
  * when the statement ends.
  */
 void
-WfNoteStepTerminal(const pg_uuid_t *run_id, const pg_uuid_t *step_id,
-				   const char *new_status, WfCounter from)
+WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
+				   const pg_uuid_t *step_id, const char *new_status,
+				   WfCounter from)
 {
 	WfTerminalStep *step;
 	WfCounter	to;
@@ -94,8 +95,8 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, const pg_uuid_t *step_id,
 	else
 		elog(ERROR, "step status %s is not terminal", new_status);
 
-	WfRunDeltaAdd(run_id, from, -1);
-	WfRunDeltaAdd(run_id, to, 1);
+	WfRunDeltaAdd(run_id, shard, from, -1);
+	WfRunDeltaAdd(run_id, shard, to, 1);
 
 	if (n_pending == max_pending)
 	{
@@ -272,6 +273,7 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	WfOutcome  *outcomes;
 	char	  **kinds;
 	pg_uuid_t  *runs;
+	int16	   *shards;
 
 	/* edges out of this level */
 	ids = palloc(sizeof(Datum) * nlevel);
@@ -329,6 +331,7 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	outcomes = palloc(sizeof(WfOutcome) * ndeps);
 	kinds = palloc(sizeof(char *) * ndeps);
 	runs = palloc(sizeof(pg_uuid_t) * ndeps);
+	shards = palloc(sizeof(int16) * ndeps);
 	for (int i = 0; i < ndeps; i++)
 	{
 		char	   *status = WfResultText(i, 2);
@@ -337,6 +340,7 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 
 		kinds[i] = WfResultText(i, 5);
 		WfResultUuid(i, 6, &runs[i]);
+		shards[i] = (int16) WfResultInt32(i, 7);
 		pending -= deps[i].done;
 		unsatisfied += deps[i].unsatisfied;
 		if (pending < 0)
@@ -390,18 +394,18 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 			case WF_OUTCOME_WAIT:
 				break;
 			case WF_OUTCOME_RELEASE:
-				WfRunDeltaAdd(&runs[i], WF_COUNT_BLOCKED, -1);
+				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_BLOCKED, -1);
 				if (strcmp(kinds[i], "JOB") == 0)
 				{
-					WfRunDeltaAdd(&runs[i], WF_COUNT_ACTIVE, 1);
+					WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_ACTIVE, 1);
 					release_job_ids[nrelease_jobs++] = deps[i].step_id;
 				}
 				else
-					WfRunDeltaAdd(&runs[i], WF_COUNT_WAITING, 1);
+					WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_WAITING, 1);
 				break;
 			case WF_OUTCOME_CANCEL:
-				WfRunDeltaAdd(&runs[i], WF_COUNT_BLOCKED, -1);
-				WfRunDeltaAdd(&runs[i], WF_COUNT_CANCELED, 1);
+				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_BLOCKED, -1);
+				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_CANCELED, 1);
 				canceled[ncanceled].step_id = deps[i].step_id;
 				canceled[ncanceled].run_id = runs[i];
 				canceled[ncanceled].succeeded = false;
@@ -416,6 +420,7 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	pfree(group_ids);
 	pfree(release_job_ids);
 	pfree(outcomes);
+	pfree(shards);
 	*next = canceled;
 	*nnext = ncanceled;
 }
@@ -435,7 +440,7 @@ LockDependents(WfDependent *deps, int ndeps)
 	static const char *lock_sql =
 		"SELECT s.id, s.status::pg_catalog.text, s.dependency_count_pending,"
 		" s.dependency_count_unsatisfied, s.execution_kind::pg_catalog.text,"
-		" s.workflow_run_id"
+		" s.workflow_run_id, s.counter_shard::pg_catalog.int4"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.id" OP("=") "ANY ($1)"
 		" ORDER BY s.id FOR NO KEY UPDATE";

@@ -80,6 +80,7 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	char		nulls[6];
 	pg_uuid_t	step_id;
+	int16		shard;
 	char	   *step_status;
 	Datum		result;
 
@@ -112,6 +113,7 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 				 "run %s has no step \"%s\"", WfUuidString(run_id), step_key);
 
 	WfResultUuid(0, StepColumn("id"), &step_id);
+	shard = DatumGetInt16(WfResultDatum(0, StepColumn("counter_shard"), &isnull));
 	if (strcmp(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"), &isnull)),
 			   "EXTERNAL") != 0)
 		wf_error(WF_SQLSTATE_WRONG_STATE, WF_EXT_STEP_NOT_EXTERNAL,
@@ -188,7 +190,7 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 					  nulls);
 	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
 
-	WfNoteStepTerminal(run_id, &step_id, status, WF_COUNT_WAITING);
+	WfNoteStepTerminal(run_id, shard, &step_id, status, WF_COUNT_WAITING);
 	WfFinishPending();
 	SPI_finish();
 	PG_RETURN_DATUM(result);

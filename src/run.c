@@ -41,6 +41,7 @@ typedef struct StepDef
 	int			nedges;
 	pg_uuid_t	id;
 	pg_uuid_t	job_id;
+	int16		counter_shard;	/* 0: counted on the run row */
 } StepDef;
 
 typedef struct EdgeDef
@@ -66,11 +67,14 @@ typedef struct Definition
 	EdgeDef    *edges;
 	int			nedges;
 	char	  **dep_keys;		/* per edge, the named prerequisite key */
+	int			counter_shards; /* 0: counters on the run row */
 } Definition;
 
 static void ParseDefinition(Jsonb *definition, Definition *def);
 static void ResolveDependencies(Definition *def, HTAB *keys);
 static void CheckAcyclic(Definition *def);
+static void AssignCounterShards(Definition *def, const int *order,
+								const int *depth);
 static void InsertRun(Definition *def, Jsonb *definition,
 					  pg_uuid_t *run_id, Datum org, bool org_null,
 					  Datum idem, bool idem_null);
@@ -510,7 +514,7 @@ ResolveDependencies(Definition *def, HTAB *keys)
 /*
  * CheckAcyclic runs Kahn's algorithm; if steps remain, it walks back from
  * one of them through remaining prerequisites until a step repeats, which
- * names a step that is on a cycle.
+ * names a step that is on a cycle.  On the way it assigns counter shards.
  */
 static void
 CheckAcyclic(Definition *def)
@@ -520,6 +524,7 @@ CheckAcyclic(Definition *def)
 	int		   *out_start = palloc0(sizeof(int) * (n + 1));
 	int		   *out_edges = palloc(sizeof(int) * Max(def->nedges, 1));
 	int		   *queue = palloc(sizeof(int) * n);
+	int		   *depth = palloc0(sizeof(int) * n);
 	int			head = 0;
 	int			tail = 0;
 
@@ -546,8 +551,12 @@ CheckAcyclic(Definition *def)
 		int			s = queue[head++];
 
 		for (int k = out_start[s]; k < out_start[s + 1]; k++)
+		{
+			if (depth[out_edges[k]] < depth[s] + 1)
+				depth[out_edges[k]] = depth[s] + 1;
 			if (--indegree[out_edges[k]] == 0)
 				queue[tail++] = out_edges[k];
+		}
 	}
 	if (tail < n)
 	{
@@ -574,10 +583,48 @@ CheckAcyclic(Definition *def)
 		wf_invalid_definition("the dependencies form a cycle through step \"%s\"",
 							  def->steps[s].key);
 	}
+	AssignCounterShards(def, queue, depth);
+	pfree(depth);
 	pfree(indegree);
 	pfree(out_start);
 	pfree(out_edges);
 	pfree(queue);
+}
+
+/*
+ * AssignCounterShards spreads the steps of each level (steps at the same
+ * depth, which can run at the same time) round-robin over the run's
+ * counter shards, so concurrent completions rarely share a shard, while a
+ * chain stays in one shard and never moves the run row.  Runs narrower
+ * than workflow.counter_shard_min_width keep their counters on the run row.
+ */
+static void
+AssignCounterShards(Definition *def, const int *order, const int *depth)
+{
+	int			n = def->nsteps;
+	int		   *width = palloc0(sizeof(int) * n);
+	int			max_width = 0;
+	int			shards;
+
+	for (int i = 0; i < n; i++)
+	{
+		int			w = ++width[depth[i]];
+
+		max_width = Max(max_width, w);
+	}
+	shards = Min(wf_counter_shards, Max(2, max_width / 4));
+	if (max_width < wf_counter_shard_min_width || shards < 2)
+		shards = 0;
+	def->counter_shards = shards;
+	memset(width, 0, sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		int			s = order[i];
+
+		def->steps[s].counter_shard =
+			shards == 0 ? 0 : (int16) (1 + width[depth[s]]++ % shards);
+	}
+	pfree(width);
 }
 
 /* --- writing --- */
@@ -602,15 +649,16 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	static const char *run_sql =
 		"INSERT INTO workflow.workflow_runs (id, organization_id, name,"
 		" definition, status, result_step_key, idempotency_key,"
-		" steps_total, steps_active, steps_waiting, steps_blocked)"
+		" steps_total, steps_active, steps_waiting, steps_blocked,"
+		" counter_shards)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
-		" $10, $11)"
+		" $10, $11, $12)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
 		" RETURNING id";
-	static const Oid run_types[11] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+	static const Oid run_types[12] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-	INT4OID};
+	INT4OID, INT2OID};
 	static SPIPlanPtr existing_plan = NULL;
 	static const char *existing_sql =
 		"SELECT r.id, r.definition" OP("=") "$3 FROM workflow.workflow_runs r"
@@ -623,12 +671,12 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 		"INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key,"
 		" execution_kind, job_type, organization_id, payload, priority,"
 		" max_attempts, timeout_seconds, stage, status, job_id, released_at,"
-		" dependency_count_total, dependency_count_pending)"
+		" dependency_count_total, dependency_count_pending, counter_shard)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
 		" CASE WHEN u.status" OP("<>") "'BLOCKED' THEN pg_catalog.statement_timestamp() END,"
-		" u.deps, u.deps"
+		" u.deps, u.deps, u.shard"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -640,13 +688,26 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 		" pg_catalog.unnest($11::pg_catalog.text[]),"
 		" pg_catalog.unnest($12::pg_catalog.text[]),"
 		" pg_catalog.unnest($13::pg_catalog.uuid[]),"
-		" pg_catalog.unnest($14::pg_catalog.int4[]))"
+		" pg_catalog.unnest($14::pg_catalog.int4[]),"
+		" pg_catalog.unnest($15::pg_catalog.int2[]))"
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
-		" timeout_seconds, stage, status, job_id, deps)";
-	static const Oid steps_types[14] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+		" timeout_seconds, stage, status, job_id, deps, shard)";
+	static const Oid steps_types[15] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
-	INT4ARRAYOID};
+	INT4ARRAYOID, INT2ARRAYOID};
+	static SPIPlanPtr shards_plan = NULL;
+	static const char *shards_sql =
+		"INSERT INTO workflow.workflow_run_counters (workflow_run_id, shard,"
+		" steps_active, steps_waiting, steps_blocked)"
+		" SELECT $1, u.shard, u.active, u.waiting, u.blocked"
+		" FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int2[]),"
+		" pg_catalog.unnest($3::pg_catalog.int4[]),"
+		" pg_catalog.unnest($4::pg_catalog.int4[]),"
+		" pg_catalog.unnest($5::pg_catalog.int4[]))"
+		" AS u(shard, active, waiting, blocked)";
+	static const Oid shards_types[5] = {UUIDOID, INT2ARRAYOID, INT4ARRAYOID,
+	INT4ARRAYOID, INT4ARRAYOID};
 	static SPIPlanPtr edges_plan = NULL;
 	static const char *edges_sql =
 		"INSERT INTO workflow.workflow_step_dependencies (workflow_run_id,"
@@ -672,8 +733,8 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	int			n = def->nsteps;
 	int			nroot_jobs = 0;
 	int			nroot_external = 0;
-	Datum		values[14];
-	char		nulls[14];
+	Datum		values[15];
+	char		nulls[15];
 	bool		isnull;
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum	   *keys = palloc(sizeof(Datum) * n);
@@ -691,6 +752,11 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	bool	   *job_id_nulls = palloc(sizeof(bool) * n);
 	Datum	   *deps = palloc(sizeof(Datum) * n);
 	Datum	   *root_steps = palloc(sizeof(Datum) * n);
+	Datum	   *step_shards = palloc(sizeof(Datum) * n);
+	int			nshards = def->counter_shards;
+	int32	   *shard_count[3] = {NULL, NULL, NULL};	/* active, waiting,
+														 * blocked */
+	int32		run_count[3];
 	Datum		status_blocked = CStringGetTextDatum("BLOCKED");
 	Datum		status_enqueued = CStringGetTextDatum("ENQUEUED");
 	Datum		status_waiting = CStringGetTextDatum("WAITING_FOR_EXTERNAL");
@@ -716,6 +782,7 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 		deps[i] = Int32GetDatum(s->nedges);
 		job_id_nulls[i] = true;
 		job_ids[i] = (Datum) 0;
+		step_shards[i] = Int16GetDatum(s->counter_shard);
 		if (s->nedges > 0)
 			statuses[i] = status_blocked;
 		else if (s->external)
@@ -733,9 +800,35 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 		}
 	}
 
+	/*
+	 * A sharded run's row counts the shards where a counter is not zero;
+	 * either way the status follows from the same zeros.
+	 */
+	run_count[0] = nroot_jobs;
+	run_count[1] = nroot_external;
+	run_count[2] = n - nroot_jobs - nroot_external;
+	if (nshards > 0)
+	{
+		for (int c = 0; c < 3; c++)
+			shard_count[c] = palloc0(sizeof(int32) * (nshards + 1));
+		for (int i = 0; i < n; i++)
+		{
+			StepDef    *s = &def->steps[i];
+			int			c = s->nedges > 0 ? 2 : s->external ? 1 : 0;
+
+			shard_count[c][s->counter_shard]++;
+		}
+		for (int c = 0; c < 3; c++)
+		{
+			run_count[c] = 0;
+			for (int k = 1; k <= nshards; k++)
+				run_count[c] += shard_count[c][k] > 0;
+		}
+	}
+
 	/* the run, unless its idempotency key is taken */
-	run_status = WfComputeRunStatus(nroot_jobs, nroot_external,
-									n - nroot_jobs - nroot_external, 0, 0);
+	run_status = WfComputeRunStatus(run_count[0], run_count[1], run_count[2],
+									0, 0);
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = org;
@@ -749,10 +842,11 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	values[6] = idem;
 	nulls[6] = idem_null ? 'n' : ' ';
 	values[7] = Int32GetDatum(n);
-	values[8] = Int32GetDatum(nroot_jobs);
-	values[9] = Int32GetDatum(nroot_external);
-	values[10] = Int32GetDatum(n - nroot_jobs - nroot_external);
-	WfExecute(&run_plan, run_sql, 11, run_types, values, nulls, false, 0);
+	values[8] = Int32GetDatum(run_count[0]);
+	values[9] = Int32GetDatum(run_count[1]);
+	values[10] = Int32GetDatum(run_count[2]);
+	values[11] = Int16GetDatum((int16) nshards);
+	WfExecute(&run_plan, run_sql, 12, run_types, values, nulls, false, 0);
 	if (SPI_processed == 0)
 	{
 		/* the key is taken: same definition returns the first run */
@@ -797,8 +891,31 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 	values[11] = WfArray(statuses, NULL, n, TEXTOID);
 	values[12] = WfArray(job_ids, job_id_nulls, n, UUIDOID);
 	values[13] = WfArray(deps, NULL, n, INT4OID);
-	memset(nulls + 2, ' ', 12);
-	WfExecute(&steps_plan, steps_sql, 14, steps_types, values, nulls, false, 0);
+	values[14] = WfArray(step_shards, NULL, n, INT2OID);
+	memset(nulls + 2, ' ', 13);
+	WfExecute(&steps_plan, steps_sql, 15, steps_types, values, nulls, false, 0);
+
+	/* counter shards */
+	if (nshards > 0)
+	{
+		Datum	   *shard_no = palloc(sizeof(Datum) * nshards);
+		Datum	   *counts[3];
+
+		for (int c = 0; c < 3; c++)
+			counts[c] = palloc(sizeof(Datum) * nshards);
+		for (int k = 0; k < nshards; k++)
+		{
+			shard_no[k] = Int16GetDatum((int16) (k + 1));
+			for (int c = 0; c < 3; c++)
+				counts[c][k] = Int32GetDatum(shard_count[c][k + 1]);
+		}
+		values[0] = UUIDPGetDatum(run_id);
+		values[1] = WfArray(shard_no, NULL, nshards, INT2OID);
+		for (int c = 0; c < 3; c++)
+			values[c + 2] = WfArray(counts[c], NULL, nshards, INT4OID);
+		WfExecute(&shards_plan, shards_sql, 5, shards_types, values, NULL,
+				  false, 0);
+	}
 
 	/* edges */
 	if (def->nedges > 0)

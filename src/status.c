@@ -4,13 +4,25 @@
  *	  Run counters, run status recomputation and the run-terminal
  *	  notification.
  *
- * Row triggers and the cascade only collect per-run counter changes here;
- * WfApplyRunDeltas writes them once per run, in ascending run id, as the
- * last step of a statement or API call.  The run row is the last lock of
- * the engine's lock order and is held until commit, so nothing slow runs
- * after it.  Because the counters are read back from the UPDATE that
- * changes them, two last completions of one run serialize on the run row
- * and exactly one of them sees the run finish.
+ * Row triggers and the cascade only collect counter changes here, per run
+ * and counter shard; WfApplyRunDeltas writes them once per shard and run,
+ * in ascending (run id, shard), the run row after its shards, as the last
+ * step of a statement or API call.  These rows are the last locks of the
+ * engine's lock order and are held until commit, so nothing slow runs
+ * after them.
+ *
+ * A run's counters live on its run row, or, for a run whose widest level
+ * has at least workflow.counter_shard_min_width steps, in counter shards
+ * (workflow.workflow_run_counters, shards 1..counter_shards): each step
+ * counts in one shard, and the run row's steps_active, steps_waiting and
+ * steps_blocked count the shards where that counter is not zero.  A step's
+ * change locks only its shard; the run row is written only when a shard's
+ * counter crosses zero.  The run's status depends only on which of those
+ * counters are zero, so a change that crosses nothing cannot change it,
+ * and the decision that the run finished is still taken by UPDATE ...
+ * RETURNING of the run row.  The last step of every shard crosses, so two
+ * last completions serialize on the run row (different shards) or on
+ * their shard (the same one), and exactly one of them sees the run finish.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +46,7 @@
 typedef struct RunDeltaEntry
 {
 	pg_uuid_t	run_id;
+	int16		shard;			/* 0: the run row itself */
 	SubTransactionId subid;
 	int32		delta[WF_NUM_COUNTERS];
 } RunDeltaEntry;
@@ -69,9 +82,10 @@ WfHasRunDeltas(void)
 	return n_run_deltas > 0;
 }
 
-/* WfRunDeltaAdd adds delta to one counter of a run. */
+/* WfRunDeltaAdd adds delta to one counter of a run's counter shard. */
 void
-WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter, int32 delta)
+WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
+			  int32 delta)
 {
 	SubTransactionId subid = GetCurrentSubTransactionId();
 	RunDeltaEntry *entry;
@@ -79,7 +93,8 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter, int32 delta)
 	if (n_run_deltas > 0)
 	{
 		entry = &run_deltas[n_run_deltas - 1];
-		if (entry->subid == subid && WfUuidCompare(&entry->run_id, run_id) == 0)
+		if (entry->subid == subid && entry->shard == shard &&
+			WfUuidCompare(&entry->run_id, run_id) == 0)
 		{
 			entry->delta[counter] += delta;
 			return;
@@ -99,6 +114,7 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter, int32 delta)
 	}
 	entry = &run_deltas[n_run_deltas++];
 	entry->run_id = *run_id;
+	entry->shard = shard;
 	entry->subid = subid;
 	memset(entry->delta, 0, sizeof(entry->delta));
 	entry->delta[counter] = delta;
@@ -175,9 +191,40 @@ WfNotifyRunTerminal(const pg_uuid_t *run_id, const char *status)
 	pfree(payload.data);
 }
 
-/* WfApplyRunDelta writes one run's counter changes and its new status. */
+/*
+ * SumShards reads a sharded run's outcome counters from its shards.  Only
+ * the transaction that finishes the run calls it: it holds the run row
+ * after the last crossing of every shard, so no change to a shard is in
+ * flight and a fresh snapshot sees them all.
+ */
 static void
-WfApplyRunDelta(const RunDeltaEntry *entry)
+SumShards(const pg_uuid_t *run_id, int32 *succeeded, int32 *failed,
+		  int32 *canceled)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4,"
+		" COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4,"
+		" COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4"
+		" FROM workflow.workflow_run_counters c"
+		" WHERE c.workflow_run_id" OP("=") "$1";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	*succeeded = WfResultInt32(0, 1);
+	*failed = WfResultInt32(0, 2);
+	*canceled = WfResultInt32(0, 3);
+}
+
+/*
+ * WfApplyRunDelta writes one run's counter changes and its new status.  For
+ * a sharded run the delta counts shards crossing zero, and the outcome
+ * counters are summed from the shards into the run row when it finishes.
+ */
+static void
+WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 {
 	static SPIPlanPtr counters_plan = NULL;
 	static const char *counters_sql =
@@ -194,6 +241,12 @@ WfApplyRunDelta(const RunDeltaEntry *entry)
 		" steps_blocked, steps_failed, steps_canceled";
 	static const Oid counters_types[7] = {UUIDOID, INT4OID, INT4OID, INT4OID,
 	INT4OID, INT4OID, INT4OID};
+	static SPIPlanPtr fold_plan = NULL;
+	static const char *fold_sql =
+		"UPDATE workflow.workflow_runs SET steps_succeeded = $2,"
+		" steps_failed = $3, steps_canceled = $4"
+		" WHERE id" OP("=") "$1";
+	static const Oid fold_types[4] = {UUIDOID, INT4OID, INT4OID, INT4OID};
 	static SPIPlanPtr status_plan = NULL;
 	static const char *status_sql =
 		"UPDATE workflow.workflow_runs r SET"
@@ -209,6 +262,11 @@ WfApplyRunDelta(const RunDeltaEntry *entry)
 	char		nulls[7] = "       ";
 	char	   *old_status;
 	const char *new_status;
+	int32		active;
+	int32		waiting;
+	int32		blocked;
+	int32		failed;
+	int32		canceled;
 	bool		terminal;
 
 	values[0] = WfUuidDatum(&entry->run_id);
@@ -227,9 +285,23 @@ WfApplyRunDelta(const RunDeltaEntry *entry)
 	if (strcmp(old_status, "CANCELED") == 0)
 		return;					/* a canceled run stays canceled */
 
-	new_status = WfComputeRunStatus(WfResultInt32(0, 2), WfResultInt32(0, 3),
-									WfResultInt32(0, 4), WfResultInt32(0, 5),
-									WfResultInt32(0, 6));
+	active = WfResultInt32(0, 2);
+	waiting = WfResultInt32(0, 3);
+	blocked = WfResultInt32(0, 4);
+	failed = WfResultInt32(0, 5);
+	canceled = WfResultInt32(0, 6);
+	if (sharded && active == 0 && waiting == 0 && blocked == 0)
+	{
+		int32		succeeded;
+
+		SumShards(&entry->run_id, &succeeded, &failed, &canceled);
+		values[1] = Int32GetDatum(succeeded);
+		values[2] = Int32GetDatum(failed);
+		values[3] = Int32GetDatum(canceled);
+		WfExecute(&fold_plan, fold_sql, 4, fold_types, values, nulls,
+				  false, 0);
+	}
+	new_status = WfComputeRunStatus(active, waiting, blocked, failed, canceled);
 	if (strcmp(old_status, new_status) == 0)
 		return;
 	if (WfRunStatusTerminal(old_status))
@@ -250,10 +322,92 @@ WfApplyRunDelta(const RunDeltaEntry *entry)
 }
 
 /*
- * WfApplyRunDeltas writes every collected run change, in ascending run id
- * so that two statements touching the same runs never wait on each other
- * in a cycle.  A transaction that already holds run rows from an earlier
- * call takes the new ones NOWAIT (see WfHoldsLateLocks).
+ * ApplyShardDelta writes one counter shard's changes and adds to run_delta
+ * the shards that crossed zero: +1 for a counter that was zero and is not,
+ * -1 for the reverse.  The values come back from the UPDATE, so they
+ * include every committed change and are exact while the row is held.
+ */
+static void
+ApplyShardDelta(const RunDeltaEntry *entry, RunDeltaEntry *run_delta,
+				bool late)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static const char *lock_sql =
+		"SELECT 1 FROM workflow.workflow_run_counters c"
+		" WHERE c.workflow_run_id" OP("=") "$1 AND c.shard" OP("=") "$2"
+		" FOR NO KEY UPDATE NOWAIT";
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.workflow_run_counters c SET"
+		" steps_active = c.steps_active" OP("+") "$3,"
+		" steps_waiting = c.steps_waiting" OP("+") "$4,"
+		" steps_blocked = c.steps_blocked" OP("+") "$5,"
+		" steps_succeeded = c.steps_succeeded" OP("+") "$6,"
+		" steps_failed = c.steps_failed" OP("+") "$7,"
+		" steps_canceled = c.steps_canceled" OP("+") "$8"
+		" WHERE c.workflow_run_id" OP("=") "$1 AND c.shard" OP("=") "$2"
+		" RETURNING c.steps_active, c.steps_waiting, c.steps_blocked";
+	static const Oid types[8] = {UUIDOID, INT2OID, INT4OID, INT4OID, INT4OID,
+	INT4OID, INT4OID, INT4OID};
+	Datum		values[8];
+
+	values[0] = WfUuidDatum(&entry->run_id);
+	values[1] = Int16GetDatum(entry->shard);
+	if (late)
+		WfExecuteNowait(&lock_plan, lock_sql, 2, types, values, NULL);
+	for (int i = 0; i < WF_NUM_COUNTERS; i++)
+		values[i + 2] = Int32GetDatum(entry->delta[i]);
+	if (WfExecute(&plan, sql, 8, types, values, NULL, false, 0) !=
+		SPI_OK_UPDATE_RETURNING || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": counter shard %d of run %s is missing",
+						entry->shard, WfUuidString(&entry->run_id))));
+
+	for (int c = WF_COUNT_ACTIVE; c <= WF_COUNT_BLOCKED; c++)
+	{
+		int32		after = WfResultInt32(0, c + 1);
+		int32		before = after - entry->delta[c];
+
+		if (after < 0)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_INTERNAL),
+					 errmsg(WF_INTERNAL_STATE ": counter shard %d of run %s went below zero",
+							entry->shard, WfUuidString(&entry->run_id))));
+		if (before == 0 && after > 0)
+			run_delta->delta[c]++;
+		else if (before > 0 && after == 0)
+			run_delta->delta[c]--;
+	}
+}
+
+static int
+CompareRunDelta(const void *a, const void *b)
+{
+	const RunDeltaEntry *x = (const RunDeltaEntry *) a;
+	const RunDeltaEntry *y = (const RunDeltaEntry *) b;
+	int			cmp = WfUuidCompare(&x->run_id, &y->run_id);
+
+	if (cmp != 0)
+		return cmp;
+	return (int) x->shard - (int) y->shard;
+}
+
+static bool
+DeltaChanges(const RunDeltaEntry *entry)
+{
+	for (int c = 0; c < WF_NUM_COUNTERS; c++)
+		if (entry->delta[c] != 0)
+			return true;
+	return false;
+}
+
+/*
+ * WfApplyRunDeltas writes every collected change, in ascending (run id,
+ * shard) with each run row after its shards, so that two statements
+ * touching the same runs never wait on each other in a cycle.  A
+ * transaction that already holds such rows from an earlier call takes the
+ * new ones NOWAIT (see WfHoldsLateLocks).
  */
 void
 WfApplyRunDeltas(void)
@@ -265,7 +419,7 @@ WfApplyRunDeltas(void)
 	static const Oid lock_types[1] = {UUIDOID};
 	RunDeltaEntry *entries;
 	int			n = n_run_deltas;
-	int			nruns = 0;
+	int			nkeys = 0;
 	bool		late = WfHoldsLateLocks();
 
 	if (n == 0)
@@ -274,37 +428,56 @@ WfApplyRunDeltas(void)
 	entries = palloc(sizeof(RunDeltaEntry) * n);
 	memcpy(entries, run_deltas, sizeof(RunDeltaEntry) * n);
 	WfRunDeltasReset();
-	qsort(entries, n, sizeof(RunDeltaEntry), WfUuidCmpQsort);
+	qsort(entries, n, sizeof(RunDeltaEntry), CompareRunDelta);
 
-	/* sum the records of each run into its first one */
+	/* sum the records of each (run, shard) into its first one */
 	for (int i = 0; i < n; i++)
 	{
-		if (nruns > 0 &&
-			WfUuidCompare(&entries[nruns - 1].run_id, &entries[i].run_id) == 0)
+		if (nkeys > 0 && CompareRunDelta(&entries[nkeys - 1], &entries[i]) == 0)
 		{
 			for (int c = 0; c < WF_NUM_COUNTERS; c++)
-				entries[nruns - 1].delta[c] += entries[i].delta[c];
+				entries[nkeys - 1].delta[c] += entries[i].delta[c];
 		}
 		else
-			entries[nruns++] = entries[i];
+			entries[nkeys++] = entries[i];
 	}
 
-	for (int i = 0; i < nruns; i++)
+	for (int i = 0; i < nkeys;)
 	{
-		bool		changed = false;
+		RunDeltaEntry run_delta;
+		bool		sharded = entries[i].shard != 0;
 
-		for (int c = 0; c < WF_NUM_COUNTERS; c++)
-			changed |= entries[i].delta[c] != 0;
-		if (!changed)
+		if (sharded)
+		{
+			/* this run's shards, then its run row if one crossed zero */
+			run_delta = entries[i];
+			run_delta.shard = 0;
+			memset(run_delta.delta, 0, sizeof(run_delta.delta));
+			for (; i < nkeys &&
+				 WfUuidCompare(&entries[i].run_id, &run_delta.run_id) == 0; i++)
+			{
+				if (entries[i].shard == 0)
+					ereport(ERROR,
+							(errcode(WF_SQLSTATE_INTERNAL),
+							 errmsg(WF_INTERNAL_STATE ": run %s counts steps both on its row and in shards",
+									WfUuidString(&run_delta.run_id))));
+				if (DeltaChanges(&entries[i]))
+					ApplyShardDelta(&entries[i], &run_delta, late);
+			}
+		}
+		else
+			run_delta = entries[i++];
+
+		if (!DeltaChanges(&run_delta))
 			continue;
 		if (late)
 		{
 			Datum		values[1];
 
-			values[0] = UUIDPGetDatum(&entries[i].run_id);
+			values[0] = UUIDPGetDatum(&run_delta.run_id);
 			WfExecuteNowait(&lock_plan, lock_sql, 1, lock_types, values, NULL);
 		}
-		WfApplyRunDelta(&entries[i]);
+		WfApplyRunDelta(&run_delta, sharded);
 		WfNoteLateLocks();
 	}
 	pfree(entries);

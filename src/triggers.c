@@ -209,7 +209,7 @@ SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1"
 		" AND status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])"
-		" RETURNING workflow_run_id";
+		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4";
 	static const Oid types[6] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
 	TEXTOID, TIMESTAMPTZOID};
 	Datum		values[6];
@@ -238,7 +238,8 @@ SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
 	if (SPI_processed == 0)
 		return;
 	WfResultUuid(0, 1, &run_id);
-	WfNoteStepTerminal(&run_id, step_id, status, WF_COUNT_ACTIVE);
+	WfNoteStepTerminal(&run_id, (int16) WfResultInt32(0, 2), step_id, status,
+					   WF_COUNT_ACTIVE);
 }
 
 /*

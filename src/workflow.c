@@ -36,6 +36,8 @@ int			wf_max_error_message_bytes = 4096;
 int			wf_max_idempotency_key_bytes = 512;
 int			wf_retry_base_delay_ms = 1000;
 int			wf_retry_max_delay_ms = 3600 * 1000;
+int			wf_counter_shards = 64;
+int			wf_counter_shard_min_width = 64;
 
 static int	engine_write_depth = 0;
 static MemoryContext pending_context = NULL;
@@ -89,6 +91,15 @@ _PG_init(void)
 							NULL, &wf_retry_max_delay_ms, 3600 * 1000, 0,
 							INT_MAX, PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.counter_shards",
+							"Most counter shards of one run; 0 keeps every run's counters on its run row.",
+							"A run started with shards keeps them.",
+							&wf_counter_shards, 64, 0, WF_MAX_COUNTER_SHARDS,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.counter_shard_min_width",
+							"Steps in a run's widest level from which its counters are sharded.",
+							NULL, &wf_counter_shard_min_width, 64, 2, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("workflow");
 
 	RegisterXactCallback(WfXactCallback, NULL);

@@ -54,6 +54,9 @@ extern int	wf_max_error_message_bytes;
 extern int	wf_max_idempotency_key_bytes;
 extern int	wf_retry_base_delay_ms;
 extern int	wf_retry_max_delay_ms;
+extern int	wf_counter_shards;
+#define WF_MAX_COUNTER_SHARDS 1024
+extern int	wf_counter_shard_min_width;
 
 extern void WfRequireReadCommitted(void);
 extern bool WfEngineWriting(void);
@@ -95,7 +98,7 @@ extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
 extern int	WfUuidCmpQsort(const void *a, const void *b);
 
 /* cascade.c: terminal processing and dependency release */
-extern void WfNoteStepTerminal(const pg_uuid_t *run_id,
+extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const pg_uuid_t *step_id,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
@@ -110,8 +113,8 @@ extern int	WfDeferDepth(void);
 extern void WfDeferRestore(int depth);
 
 /* status.c: run counters, status recomputation, notification */
-extern void WfRunDeltaAdd(const pg_uuid_t *run_id, WfCounter counter,
-						  int32 delta);
+extern void WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard,
+						  WfCounter counter, int32 delta);
 extern char *WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
