@@ -13,7 +13,8 @@ OBJS = \
 	src/status.o \
 	src/external.o \
 	src/cancel.o \
-	src/triggers.o
+	src/triggers.o \
+	src/purge.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=workflow

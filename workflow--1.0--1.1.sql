@@ -342,3 +342,45 @@ SELECT r.steps_total,
       AND r.status NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
  WHERE r.id = $1
 $run_counters$;
+
+-- purge(): deletes finished runs (with their steps, edges and jobs) and
+-- finished plain jobs in bounded batches, oldest first.
+
+-- Finished plain jobs in purge order.  A plain job enters this index once,
+-- when it finishes (a status change, which is never HOT on job_queue
+-- anyway); live jobs and the jobs of steps never do, and heartbeats stay
+-- HOT.  Building it scans job_queue under a SHARE lock, which blocks
+-- writers while ALTER EXTENSION ... UPDATE runs.
+CREATE INDEX job_queue_finished_plain_idx ON workflow.job_queue
+    (finished_at, id)
+    WHERE workflow_run_id IS NULL AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED');
+
+-- Finished runs in purge order.  finished_at is set once, when the run
+-- becomes terminal, so the counter updates of live runs stay HOT.
+CREATE INDEX workflow_runs_finished_idx ON workflow.workflow_runs
+    (finished_at, id)
+    WHERE finished_at IS NOT NULL;
+
+CREATE FUNCTION workflow.purge(older_than interval, batch_size integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'workflow_purge'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION workflow.purge(interval, integer) IS
+'Deletes up to batch_size finished runs (SUCCEEDED, COMPLETED_WITH_ERRORS or '
+'CANCELED), with their steps, edges and jobs, and up to batch_size finished '
+'plain jobs, that finished more than older_than before the statement started, '
+'oldest first. Rows another transaction holds are skipped, never waited for. '
+'Returns the number of runs plus plain jobs deleted: call it, one transaction '
+'per call, until it returns 0.';
+
+-- Claim order within one organization or one stage, by job type, so that
+-- a claim filtered by organization or stage does not walk the due jobs of
+-- other organizations or stages.  Both are partial on the filter column,
+-- so jobs without an organization or a stage cost nothing here.
+CREATE INDEX job_queue_claim_org_idx ON workflow.job_queue
+    (organization_id, job_type, priority DESC, run_at, id)
+    WHERE status = 'QUEUED' AND organization_id IS NOT NULL;
+CREATE INDEX job_queue_claim_stage_idx ON workflow.job_queue
+    (stage, job_type, priority DESC, run_at, id)
+    WHERE status = 'QUEUED' AND stage IS NOT NULL;

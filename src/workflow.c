@@ -8,7 +8,7 @@
  * pass the guard triggers, the memory that collects terminal steps until
  * the end of a statement, and the run release lock: a transaction-level
  * advisory lock per run, taken shared by completions and exclusive by
- * cancel_run.
+ * cancel_run and purge.
  *
  *-------------------------------------------------------------------------
  */
@@ -240,27 +240,35 @@ WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * WfLockRunRelease takes the run's release lock for the rest of the
- * transaction: shared for completions, exclusive for cancel_run.  With
- * wait false it only tries, and returns whether it got the lock.
- *
- * The key is the uuid's last eight bytes (random in a v7 uuid) in the
- * int8 form of advisory locks, so pg_locks shows it like
+ * The release lock's key is the uuid's last eight bytes (random in a v7
+ * uuid) in the int8 form of advisory locks, so pg_locks shows it like
  * pg_advisory_xact_lock(bigint) would.
+ */
+static void
+RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag)
+{
+	uint64		key = 0;
+
+	for (int i = 8; i < UUID_LEN; i++)
+		key = (key << 8) | run_id->data[i];
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, 1);
+}
+
+/*
+ * WfLockRunRelease takes the run's release lock for the rest of the
+ * transaction: shared for completions, exclusive for cancel_run and purge.
+ * With wait false it only tries, and returns whether it got the lock.
  */
 bool
 WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
 {
 	LOCKTAG		tag;
-	uint64		key = 0;
 	LockAcquireResult res;
 	bool		try_only = !wait || WfHoldsLateLocks();
 
-	for (int i = 8; i < UUID_LEN; i++)
-		key = (key << 8) | run_id->data[i];
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
-						 (uint32) key, 1);
+	RunReleaseLockTag(run_id, &tag);
 	res = LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
 					  false, try_only);
 	if (res != LOCKACQUIRE_NOT_AVAIL)
@@ -274,6 +282,23 @@ WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
 			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
 			 errhint("Retry the transaction, or make one engine call per transaction.")));
 	return false;				/* keep compiler quiet */
+}
+
+/*
+ * WfUnlockRunRelease gives back one WfLockRunRelease of this transaction
+ * before commit.  Only purge does this, once it has deleted the run under
+ * its row locks or skipped it (see purge.c); a hold taken earlier in the
+ * transaction, in either mode, stays.
+ */
+void
+WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive)
+{
+	LOCKTAG		tag;
+
+	RunReleaseLockTag(run_id, &tag);
+	if (!LockRelease(&tag, exclusive ? ExclusiveLock : ShareLock, false))
+		elog(ERROR, "the release lock of run %s is not held",
+			 WfUuidString(run_id));
 }
 
 /*

@@ -64,6 +64,7 @@ extern MemoryContext WfPendingContext(void);
 extern void WfPendingReset(void);
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
+extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 extern void WfNoteLateLocks(void);
 extern bool WfHoldsLateLocks(void);
 extern char *WfTruncateMessage(const char *message);

@@ -11,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(232);
+SELECT plan(233);
 
 CREATE SCHEMA wf_tap;
 
@@ -438,10 +438,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.0', 'workflow is available with default version 1.0');
+          '1.1', 'workflow is available with default version 1.1');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.0'),
+            WHERE v.name = 'workflow' AND v.version = '1.1'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -450,7 +450,10 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.0', 'the installed version is 1.0');
+          '1.1', 'the installed version is 1.1');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.1'),
+          '1.0--1.1', 'an installed 1.0 updates to 1.1 in one step');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

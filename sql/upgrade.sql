@@ -1,0 +1,35 @@
+-- An installed 1.0 updates to 1.1 in place, with its runs.
+\set VERBOSITY terse
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.0';
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT to_regproc('workflow.purge') IS NULL AS no_purge,
+       to_regclass('workflow.workflow_run_counters') IS NULL AS no_counter_shards;
+-- rows written under 1.0 (by hand: its functions need the 1.0 library)
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total,
+    steps_active, steps_waiting, steps_blocked)
+VALUES ('00000000-0000-0000-0000-0000000000a1', '{"steps": []}', 'RUNNING', 1, 1, 0, 0);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind,
+    job_type, status, job_id, released_at, dependency_count_total, dependency_count_pending)
+VALUES ('00000000-0000-0000-0000-0000000000b1', '00000000-0000-0000-0000-0000000000a1',
+        'only', 'JOB', 'up.only', 'ENQUEUED', '00000000-0000-0000-0000-0000000000c1', now(), 0, 0);
+INSERT INTO workflow.job_queue (id, job_type, workflow_run_id, workflow_step_id, generation)
+VALUES ('00000000-0000-0000-0000-0000000000c1', 'up.only',
+        '00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000b1', 0);
+
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT to_regproc('workflow.purge') IS NOT NULL AS purge,
+       to_regprocedure('workflow.run_counters(uuid)') IS NOT NULL AS run_counters,
+       to_regclass('workflow.workflow_run_counters') IS NOT NULL AS counter_shards,
+       to_regclass('workflow.workflow_run_counters')::oid = ANY (e.extconfig) AS dumped
+  FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow';
+-- the run started under 1.0 keeps its counters on the run row and finishes
+SELECT counter_shards FROM workflow.workflow_runs;
+SELECT counter_shard FROM workflow.workflow_steps;
+SELECT workflow.complete_job(c.id, c.lease_token) FROM workflow.claim('w', ARRAY['up.only']) c;
+SELECT status, finished_at IS NOT NULL AS finished FROM workflow.workflow_runs;
+SELECT * FROM workflow.run_counters('00000000-0000-0000-0000-0000000000a1');
+SELECT * FROM workflow.verify();
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+         workflow.workflow_step_dependencies;
