@@ -377,10 +377,12 @@ COMMENT ON FUNCTION workflow.purge(interval, integer) IS
 -- Claim order within one organization or one stage, by job type, so that
 -- a claim filtered by organization or stage does not walk the due jobs of
 -- other organizations or stages.  Both are partial on the filter column,
--- so jobs without an organization or a stage cost nothing here.
+-- so jobs without an organization or a stage cost nothing here.  Stages
+-- have no length bound, so that index keys a stage by its hash (claim
+-- compares the stage itself too).
 CREATE INDEX job_queue_claim_org_idx ON workflow.job_queue
     (organization_id, job_type, priority DESC, run_at, id)
     WHERE status = 'QUEUED' AND organization_id IS NOT NULL;
 CREATE INDEX job_queue_claim_stage_idx ON workflow.job_queue
-    (stage, job_type, priority DESC, run_at, id)
+    (pg_catalog.hashtextextended(stage, 0), job_type, priority DESC, run_at, id)
     WHERE status = 'QUEUED' AND stage IS NOT NULL;

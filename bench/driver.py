@@ -89,6 +89,7 @@ GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "event_cost",
 
 IDLE_US = 1000          # a polling worker's sleep after an empty claim
 BATCH = 50              # claim batch size
+PURGE_BATCH = 1000       # runs and plain jobs per purge() call in the bloat workload
 ENQUEUE_BULK = 100      # enqueues per bulk statement
 MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
 
@@ -784,7 +785,8 @@ class Bench:
     def g_start_run(self):
         cfg = self.cfg
         db = self.fresh_db("wf_start")
-        trunc = ("TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,"
+        trunc = ("TRUNCATE workflow.job_queue, workflow.workflow_runs,"
+                 " workflow.workflow_run_counters, workflow.workflow_steps,"
                  " workflow.workflow_step_dependencies, bench.p_runs, bench.p_steps,"
                  " bench.p_deps, bench.p_jobs")
         count = ("SELECT (SELECT count(*) FROM workflow.workflow_runs),"
@@ -860,7 +862,7 @@ class Bench:
         self.put_def(db, "bloatrun", "bench.def_pairs(%d, '%s')" % (rs, jt))
         purge = self.has_purge
         self.say("  workflow.purge() %s" % (
-            "exists: called after every cycle" if purge else
+            "exists: called after every cycle until it returns 0" if purge else
             "does not exist: measured WITHOUT retention"))
         path = os.path.join(self.out, "bloat.csv")
         f = open(path, "w", newline="")
@@ -891,13 +893,20 @@ class Bench:
                                  defines=dict(jt=jt, idle_us=IDLE_US, batch=BATCH),
                                  label="bloat-drain")
                     self.recover_orphans(db, jt)
+                finished = int(self.scalar(db, "SELECT count(*) FROM workflow.job_queue"
+                                               " WHERE status = 'SUCCEEDED'"))
                 if purge:
-                    self.sql(db, "SELECT workflow.purge()")
+                    # retention as a scheduler would run it: bounded calls,
+                    # each its own transaction, until nothing is left
+                    while int(self.scalar(
+                            db, "SELECT workflow.purge('0 seconds', %d)" % PURGE_BATCH)) > 0:
+                        pass
+                    done += finished
+                else:
+                    done = finished
                 e1, e2 = self.check_log("bloat", mark)
                 e1t += e1
                 e2t += e2
-                done = int(self.scalar(db, "SELECT count(*) FROM workflow.job_queue"
-                                           " WHERE status = 'SUCCEEDED'"))
                 snap = self.bloat_snapshot(db, done, w, "cycle%d" % ncycle)
                 if "first" not in snaps and done >= first:
                     snaps["first"] = snap
@@ -907,7 +916,8 @@ class Bench:
             snaps["final"] = snap
         secs = now() - t
         a, b = snaps["first"], snaps["final"]
-        note = ("workflow.purge() called after every cycle" if purge else
+        note = ("workflow.purge('0 seconds', %d) called after every cycle until it returns 0"
+                % PURGE_BATCH if purge else
                 "workflow.purge() does not exist: measured without retention")
         for rel in ("job_queue", "workflow_steps"):
             fa = int(a[rel]["heap_bytes"]) + int(a[rel]["index_bytes"]) + int(a[rel]["toast_bytes"])

@@ -24,6 +24,7 @@ EXPLAIN (COSTS OFF)
 SELECT j.id FROM workflow.job_queue j
  WHERE j.status = 'QUEUED' AND j.run_at <= statement_timestamp()
    AND j.job_type = 'cf' AND j.stage = 'quiet'
+   AND pg_catalog.hashtextextended(j.stage, 0) = pg_catalog.hashtextextended('quiet', 0)
  ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
 EXPLAIN (COSTS OFF)
 SELECT j.id FROM workflow.job_queue j

@@ -6,8 +6,8 @@ SET workflow.retry_base_delay_ms = 0;
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
 
-SHOW workflow.counter_shards;
-SHOW workflow.counter_shard_min_width;
+SELECT name, boot_val, min_val, max_val FROM pg_catalog.pg_settings
+ WHERE name IN ('workflow.counter_shards', 'workflow.counter_shard_min_width') ORDER BY name;
 SET workflow.counter_shards = 1025;
 SET workflow.counter_shard_min_width = 1;
 

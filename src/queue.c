@@ -316,7 +316,9 @@ ClaimSql(int types_mode, bool by_org, bool by_stage)
 					types_mode == CLAIM_TYPES_ONE ? " AND j.job_type" OP("=") "$4" :
 					types_mode == CLAIM_TYPES_MANY ? " AND j.job_type" OP("=") "ANY ($3)" : "",
 					by_org ? " AND j.organization_id" OP("=") "$5" : "",
-					by_stage ? " AND j.stage" OP("=") "$6" : "");
+					by_stage ? " AND j.stage" OP("=") "$6"
+					" AND pg_catalog.hashtextextended(j.stage, 0)" OP("=")
+					"pg_catalog.hashtextextended($6, 0)" : "");
 }
 
 /* workflow_claim leases up to batch_size due jobs to a worker. */

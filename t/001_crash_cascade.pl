@@ -152,9 +152,9 @@ SELECT count(*) FILTER (WHERE status = 'BLOCKED' AND released_at IS NULL
 	'every dependent is BLOCKED, unreleased, with its prerequisite pending');
 is( $node->safe_psql(
 		'postgres', qq{
-SELECT status || ' ' || steps_active || ' ' || steps_blocked || ' '
-       || steps_succeeded || ' ' || (finished_at IS NULL)
-  FROM workflow.workflow_runs WHERE id = '$run'}),
+SELECT r.status || ' ' || c.steps_active || ' ' || c.steps_blocked || ' '
+       || c.steps_succeeded || ' ' || (r.finished_at IS NULL)
+  FROM workflow.workflow_runs r, workflow.run_counters(r.id) c WHERE r.id = '$run'}),
 	'RUNNING 1 ' . ($FANOUT + 1) . ' 0 true',
 	'the run row is as before the completion');
 verify_is_clean($node, 'after crash recovery');

@@ -421,7 +421,8 @@ def build_fixture(s):
     q("CREATE EXTENSION IF NOT EXISTS workflow")
     q("BEGIN; SET LOCAL session_replication_role = replica;"
       " DELETE FROM workflow.workflow_step_dependencies;"
-      " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_runs;"
+      " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_run_counters;"
+      " DELETE FROM workflow.workflow_runs;"
       " DELETE FROM workflow.job_queue; COMMIT")
     stale = []
 
@@ -499,6 +500,7 @@ def build_fixture(s):
 RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
              " DELETE FROM workflow.workflow_step_dependencies;"
              " DELETE FROM workflow.workflow_steps;"
+             " DELETE FROM workflow.workflow_run_counters;"
              " DELETE FROM workflow.workflow_runs;"
              " DELETE FROM workflow.job_queue;"
              + "".join(" INSERT INTO workflow.%s SELECT * FROM fuzz_fixture.%s;" % (t, t)

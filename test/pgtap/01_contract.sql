@@ -312,8 +312,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', ''],
-          'all four tables are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', ''],
+          'all five tables are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
