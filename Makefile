@@ -32,7 +32,7 @@ include $(PGXS)
 
 $(OBJS): src/workflow.h src/errors.h
 
-.PHONY: test demo prove bench
+.PHONY: test demo prove bench profile
 # Every suite against throwaway clusters; ends with "N passed, N failed".
 test:
 	bash scripts/test.sh
@@ -44,6 +44,10 @@ demo:
 # The benchmark suite: its own cluster, ratios against pgbench -N.
 bench:
 	bash bench/run.sh
+
+# perf profiles of claim + complete_job (plain jobs, one wide run).
+profile:
+	bash bench/profile.sh
 
 # pgTAP contract tests against the cluster in PGHOST/PGPORT.
 prove:
