@@ -283,8 +283,16 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 
 /*
  * The claim statement for one filter combination: no type filter, one
- * type (the claim-order index of that type), or several; with or without
- * organization and stage.  Each combination has its own cached plan.
+ * type, or several; with or without organization and stage.  Each
+ * combination has its own cached plan.
+ *
+ * With one type (and per type, with several), the locking scan's ORDER BY
+ * starts with the columns the filter fixes, in the order of the claim index it is meant to read (by
+ * organization, by stage's hash, or by type).  For a single value those
+ * leading columns change nothing in the order, but they leave the planner
+ * no cheaper-looking alternative: without them it may read the claim index
+ * over all types and filter, which the statistics cannot tell walks every
+ * due job of the other types queued in front.
  */
 #define CLAIM_TYPES_ANY		0
 #define CLAIM_TYPES_ONE		1
@@ -293,14 +301,54 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 static char *
 ClaimSql(int types_mode, bool by_org, bool by_stage)
 {
+	const char *order_prefix = "";
+	const char *filters;
+	char	   *locking;
+
+	if (types_mode != CLAIM_TYPES_ANY)
+		order_prefix = by_org ? "j.organization_id, j.job_type, " :
+			by_stage ? "pg_catalog.hashtextextended(j.stage, 0), j.job_type, " :
+			"j.job_type, ";
+	filters = psprintf("%s%s",
+					   by_org ? " AND j.organization_id" OP("=") "$5" : "",
+					   by_stage ? " AND j.stage" OP("=") "$6"
+					   " AND pg_catalog.hashtextextended(j.stage, 0)" OP("=")
+					   "pg_catalog.hashtextextended($6, 0)" : "");
+
+	if (types_mode == CLAIM_TYPES_MANY)
+	{
+		/*
+		 * One scan per distinct type, each in its claim index and locking
+		 * at most batch_size rows, merged in claim order.  Rows a type's
+		 * scan locked beyond the batch stay QUEUED and are only held
+		 * until this transaction ends.
+		 */
+		locking = psprintf(
+						   "SELECT j.id FROM (SELECT DISTINCT x.t"
+						   "  FROM pg_catalog.unnest($3::pg_catalog.text[]) AS x(t)) AS t"
+						   " CROSS JOIN LATERAL ("
+						   "SELECT j.id, j.priority, j.run_at FROM workflow.job_queue j"
+						   " WHERE j.status" OP("=") "'QUEUED'"
+						   " AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
+						   " AND j.job_type" OP("=") "t.t%s"
+						   " ORDER BY %sj.priority DESC, j.run_at, j.id"
+						   " LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) AS j"
+						   " ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1",
+						   filters, order_prefix);
+	}
+	else
+		locking = psprintf(
+						   "SELECT j.id FROM workflow.job_queue j"
+						   " WHERE j.status" OP("=") "'QUEUED'"
+						   " AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
+						   "%s%s"
+						   " ORDER BY %sj.priority DESC, j.run_at, j.id"
+						   " LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED",
+						   types_mode == CLAIM_TYPES_ONE ? " AND j.job_type" OP("=") "$4" : "",
+						   filters, order_prefix);
+
 	return psprintf(
-					"WITH c AS ("
-					"SELECT j.id FROM workflow.job_queue j"
-					" WHERE j.status" OP("=") "'QUEUED'"
-					" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
-					"%s%s%s"
-					" ORDER BY j.priority DESC, j.run_at, j.id"
-					" LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
+					"WITH c AS (%s),"
 					" u AS ("
 					"UPDATE workflow.job_queue j SET status = 'RUNNING',"
 					" attempt = j.attempt" OP("+") "1,"
@@ -313,12 +361,7 @@ ClaimSql(int types_mode, bool by_org, bool by_stage)
 					" FROM c WHERE j.id" OP("=") "c.id"
 					" RETURNING j.*)"
 					" SELECT * FROM u ORDER BY u.priority DESC, u.run_at, u.id",
-					types_mode == CLAIM_TYPES_ONE ? " AND j.job_type" OP("=") "$4" :
-					types_mode == CLAIM_TYPES_MANY ? " AND j.job_type" OP("=") "ANY ($3)" : "",
-					by_org ? " AND j.organization_id" OP("=") "$5" : "",
-					by_stage ? " AND j.stage" OP("=") "$6"
-					" AND pg_catalog.hashtextextended(j.stage, 0)" OP("=")
-					"pg_catalog.hashtextextended($6, 0)" : "");
+					locking);
 }
 
 /* workflow_claim leases up to batch_size due jobs to a worker. */
