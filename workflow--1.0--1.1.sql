@@ -386,3 +386,13 @@ CREATE INDEX job_queue_claim_org_idx ON workflow.job_queue
 CREATE INDEX job_queue_claim_stage_idx ON workflow.job_queue
     (pg_catalog.hashtextextended(stage, 0), job_type, priority DESC, run_at, id)
     WHERE status = 'QUEUED' AND stage IS NOT NULL;
+
+-- The claim index over all types is for claims without a filter only.  A
+-- filtered claim that read it would filter its way through every due job
+-- of other types, organizations or stages in front, which the statistics
+-- cannot foresee; partial on a condition that always holds and that only
+-- the unfiltered claim states, it is no candidate for the others.
+DROP INDEX workflow.job_queue_claim_idx;
+CREATE INDEX job_queue_claim_idx ON workflow.job_queue
+    (priority DESC, run_at, id)
+    WHERE status = 'QUEUED' AND priority >= '-2147483648'::integer;

@@ -286,13 +286,15 @@ workflow_enqueue(PG_FUNCTION_ARGS)
  * type, or several; with or without organization and stage.  Each
  * combination has its own cached plan.
  *
- * With one type (and per type, with several), the locking scan's ORDER BY
- * starts with the columns the filter fixes, in the order of the claim index it is meant to read (by
- * organization, by stage's hash, or by type).  For a single value those
- * leading columns change nothing in the order, but they leave the planner
- * no cheaper-looking alternative: without them it may read the claim index
- * over all types and filter, which the statistics cannot tell walks every
- * due job of the other types queued in front.
+ * A filtered claim must read the claim index of its filter (by type, by
+ * organization or by stage's hash), never the claim index over all types
+ * with a filter on top: the statistics cannot tell that the due jobs of
+ * other types may all sit in front, and such a plan walks every one of
+ * them.  Ordering by the filter's columns does not prevent it (a column
+ * fixed by an equality drops out of the ORDER BY), so that index is
+ * partial on a condition that always holds, priority >= the smallest
+ * int4, which only the unfiltered claim states, so only its plans can
+ * use that index.
  */
 #define CLAIM_TYPES_ANY		0
 #define CLAIM_TYPES_ONE		1
@@ -301,15 +303,12 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 static char *
 ClaimSql(int types_mode, bool by_org, bool by_stage)
 {
-	const char *order_prefix = "";
 	const char *filters;
 	char	   *locking;
 
-	if (types_mode != CLAIM_TYPES_ANY)
-		order_prefix = by_org ? "j.organization_id, j.job_type, " :
-			by_stage ? "pg_catalog.hashtextextended(j.stage, 0), j.job_type, " :
-			"j.job_type, ";
-	filters = psprintf("%s%s",
+	filters = psprintf("%s%s%s",
+					   types_mode == CLAIM_TYPES_ANY && !by_org && !by_stage ?
+					   " AND j.priority" OP(">=") "'-2147483648'::pg_catalog.int4" : "",
 					   by_org ? " AND j.organization_id" OP("=") "$5" : "",
 					   by_stage ? " AND j.stage" OP("=") "$6"
 					   " AND pg_catalog.hashtextextended(j.stage, 0)" OP("=")
@@ -331,10 +330,10 @@ ClaimSql(int types_mode, bool by_org, bool by_stage)
 						   " WHERE j.status" OP("=") "'QUEUED'"
 						   " AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
 						   " AND j.job_type" OP("=") "t.t%s"
-						   " ORDER BY %sj.priority DESC, j.run_at, j.id"
+						   " ORDER BY j.priority DESC, j.run_at, j.id"
 						   " LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) AS j"
 						   " ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1",
-						   filters, order_prefix);
+						   filters);
 	}
 	else
 		locking = psprintf(
@@ -342,10 +341,10 @@ ClaimSql(int types_mode, bool by_org, bool by_stage)
 						   " WHERE j.status" OP("=") "'QUEUED'"
 						   " AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
 						   "%s%s"
-						   " ORDER BY %sj.priority DESC, j.run_at, j.id"
+						   " ORDER BY j.priority DESC, j.run_at, j.id"
 						   " LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED",
 						   types_mode == CLAIM_TYPES_ONE ? " AND j.job_type" OP("=") "$4" : "",
-						   filters, order_prefix);
+						   filters);
 
 	return psprintf(
 					"WITH c AS (%s),"
