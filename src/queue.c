@@ -432,9 +432,9 @@ workflow_claim(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfExecute(&plans[types_mode][by_org][by_stage],
-			  sqls[types_mode][by_org][by_stage], 6, types, values, nulls,
-			  false, 0);
+	WfExecuteGeneric(&plans[types_mode][by_org][by_stage],
+					 sqls[types_mode][by_org][by_stage], 6, types, values,
+					 nulls);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
 	SPI_finish();

@@ -24,8 +24,8 @@
  * and again if it was invalidated for good (as ri_triggers.c does).
  */
 static SPIPlanPtr
-WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
-			   const Oid *argtypes)
+WfPreparedPlanOptions(SPIPlanPtr *plan, const char *sql, int nargs,
+					  const Oid *argtypes, int cursor_options)
 {
 	if (*plan != NULL && !SPI_plan_is_valid(*plan))
 	{
@@ -34,7 +34,8 @@ WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 	}
 	if (*plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, (Oid *) argtypes);
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, (Oid *) argtypes,
+										   cursor_options);
 
 		if (p == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
@@ -44,6 +45,35 @@ WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 		*plan = p;
 	}
 	return *plan;
+}
+
+static SPIPlanPtr
+WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
+			   const Oid *argtypes)
+{
+	return WfPreparedPlanOptions(plan, sql, nargs, argtypes, 0);
+}
+
+/*
+ * WfExecuteGeneric is WfExecute for a statement whose best plan does not
+ * depend on its parameter values: it always runs the generic plan.  The
+ * plan cache would otherwise keep planning it afresh on every call when
+ * the generic plan's estimate (LIMIT $1 of unknown size) looks worse than
+ * the custom plans'.
+ */
+int
+WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
+				 const Oid *argtypes, Datum *values, const char *nulls)
+{
+	SPIPlanPtr	p = WfPreparedPlanOptions(plan, sql, nargs, argtypes,
+										  CURSOR_OPT_GENERIC_PLAN);
+	int			ret;
+
+	ret = SPI_execute_plan(p, values, nulls, false, 0);
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 sql, SPI_result_code_string(ret));
+	return ret;
 }
 
 /*

@@ -73,6 +73,9 @@ extern char *WfTruncateMessage(const char *message);
 extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
 					  const Oid *argtypes, Datum *values, const char *nulls,
 					  bool read_only, long count);
+extern int	WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
+							 const Oid *argtypes, Datum *values,
+							 const char *nulls);
 extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
 							  const Oid *argtypes, Datum *values,
 							  const char *nulls);
