@@ -222,8 +222,8 @@ LockRunRows(const pg_uuid_t *run_id)
 /*
  * DeleteRun deletes a run whose rows are all locked by us: jobs first
  * (found through the steps, so the unique (workflow_step_id, generation)
- * index serves), then edges, steps, counter shards and the run.  The jobs' delete guard
- * lets the engine through.
+ * index serves), then edges, steps, counter shards and the run.  The
+ * jobs' delete guard lets the engine through.
  */
 static void
 DeleteRun(const pg_uuid_t *run_id)
