@@ -32,5 +32,25 @@ SELECT j.id FROM workflow.job_queue j
    AND j.organization_id = '00000000-0000-0000-0000-00000000000b'
  ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
 
+-- the claim index over all types serves only the unfiltered claim: even
+-- with the type's own index gone, a claim by type cannot use it (it would
+-- filter its way through every other type's due jobs in front)
+BEGIN;
+DROP INDEX workflow.job_queue_claim_type_idx;
+EXPLAIN (COSTS OFF)
+SELECT j.id FROM workflow.job_queue j
+ WHERE j.status = 'QUEUED' AND j.run_at <= statement_timestamp()
+   AND j.job_type = 'cf'
+ ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
+ROLLBACK;
+EXPLAIN (COSTS OFF)
+SELECT j.id FROM workflow.job_queue j
+ WHERE j.status = 'QUEUED' AND j.run_at <= statement_timestamp()
+   AND j.priority >= '-2147483648'::integer
+ ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
+-- claims of several types take each type in claim order, once
+SELECT count(workflow.enqueue('cf2', priority => 5)) FROM generate_series(1, 2);
+SELECT job_type, priority FROM workflow.claim('w', ARRAY['cf', 'cf2', 'cf2'], 3);
+
 TRUNCATE workflow.job_queue;
 SELECT * FROM workflow.verify();
