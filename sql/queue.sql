@@ -222,6 +222,39 @@ SELECT pg_temp.err(format('SELECT workflow.complete_jobs(ARRAY[%L]::uuid[], ARRA
     (SELECT id FROM claimed WHERE n = '4'), (SELECT lease_token FROM claimed WHERE n = '4'), '{}'));
 SELECT count(*) AS empty_batch FROM workflow.complete_jobs(ARRAY[]::uuid[], ARRAY[]::uuid[]);
 
+-- a batch is written by one statement: each job gets its own output,
+-- error and outcome whatever order the caller's arrays are in
+TRUNCATE workflow.job_queue;
+SELECT count(workflow.enqueue('order2', jsonb_build_object('n', g), max_attempts => CASE WHEN g = 3 THEN 1 ELSE 3 END))
+  FROM generate_series(1, 6) g;
+CREATE TEMP TABLE claimed2 AS SELECT id, lease_token, payload->>'n' AS n
+  FROM workflow.claim('w1', ARRAY['order2'], 6);
+SELECT count(*) AS finished FROM workflow.complete_jobs(
+    ARRAY(SELECT id FROM claimed2 WHERE n IN ('1', '2', '4') ORDER BY id DESC),
+    ARRAY(SELECT lease_token FROM claimed2 WHERE n IN ('1', '2', '4') ORDER BY id DESC),
+    ARRAY(SELECT CASE n WHEN '2' THEN NULL ELSE jsonb_build_object('r', n) END
+            FROM claimed2 WHERE n IN ('1', '2', '4') ORDER BY id DESC));
+SET workflow.retry_base_delay_ms = 60000;
+SELECT count(*) AS failed FROM workflow.fail_jobs(
+    ARRAY(SELECT id FROM claimed2 WHERE n IN ('3', '5', '6') ORDER BY id DESC),
+    ARRAY(SELECT lease_token FROM claimed2 WHERE n IN ('3', '5', '6') ORDER BY id DESC),
+    ARRAY(SELECT 'e' || n FROM claimed2 WHERE n IN ('3', '5', '6') ORDER BY id DESC),
+    ARRAY(SELECT CASE n WHEN '5' THEN NULL ELSE 'm' || n END
+            FROM claimed2 WHERE n IN ('3', '5', '6') ORDER BY id DESC),
+    true);
+SET workflow.retry_base_delay_ms = 0;
+SELECT n, j.status, j.output, j.last_error_code, j.last_error_message,
+       j.lease_token IS NULL AS token_cleared, j.finished_at IS NOT NULL AS finished,
+       j.run_at > now() AS backed_off
+  FROM workflow.job_queue j JOIN claimed2 USING (id) ORDER BY n;
+
+-- claims of many batch sizes in one session: each size has its own plan,
+-- a backend keeps a few, and sizes beyond them replace the oldest
+TRUNCATE workflow.job_queue;
+SELECT count(workflow.enqueue('sizes', jsonb_build_object('n', g))) FROM generate_series(1, 40) g;
+SELECT size, (SELECT array_agg((payload->>'n')::int) FROM workflow.claim('w1', ARRAY['sizes'], size)) AS claimed
+  FROM unnest(ARRAY[1, 2, 3, 4, 5, 6, 1, 2, 7]) WITH ORDINALITY AS x(size, k) ORDER BY k;
+
 -- size bounds hold for values read from a table (stored compressed)
 CREATE TEMP TABLE big AS SELECT jsonb_build_object('x', repeat('ab', 600000)) AS p;
 SELECT pg_column_size(p) < 1048576 AS stored_small, octet_length(p::text) > 1048576 AS large

@@ -301,9 +301,9 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 #define CLAIM_TYPES_MANY	2
 
 static char *
-ClaimSql(int types_mode, bool by_org, bool by_stage, bool single)
+ClaimSql(int types_mode, bool by_org, bool by_stage, int32 batch_size)
 {
-	const char *limit = single ? "1" : "$1";
+	char	   *limit = psprintf("%d", batch_size);
 	const char *filters;
 	char	   *locking;
 
@@ -364,12 +364,51 @@ ClaimSql(int types_mode, bool by_org, bool by_stage, bool single)
 					locking);
 }
 
+/*
+ * Claim plans are generic plans with the batch size written out as the
+ * LIMIT: a generic plan of LIMIT $1 cannot know how few rows it asks for
+ * and may sort the whole queue, and a custom plan costs a planning on
+ * every call.  A backend keeps the plans of its last few batch sizes per
+ * filter combination; workers mostly use one.
+ */
+#define CLAIM_PLAN_SLOTS 4
+
+typedef struct ClaimPlan
+{
+	int32		batch_size;		/* 0: slot unused */
+	char	   *sql;
+	SPIPlanPtr	plan;
+} ClaimPlan;
+
+static ClaimPlan *
+GetClaimPlan(int types_mode, bool by_org, bool by_stage, int32 batch_size)
+{
+	static ClaimPlan slots[3][2][2][CLAIM_PLAN_SLOTS];
+	static int	next_slot[3][2][2];
+	ClaimPlan  *cache = slots[types_mode][by_org][by_stage];
+	ClaimPlan  *slot;
+
+	for (int i = 0; i < CLAIM_PLAN_SLOTS; i++)
+		if (cache[i].batch_size == batch_size)
+			return &cache[i];
+	slot = &cache[next_slot[types_mode][by_org][by_stage]++ % CLAIM_PLAN_SLOTS];
+	if (slot->plan != NULL)
+		SPI_freeplan(slot->plan);
+	if (slot->sql != NULL)
+		pfree(slot->sql);
+	slot->batch_size = 0;
+	slot->plan = NULL;
+	slot->sql = MemoryContextStrdup(TopMemoryContext,
+									ClaimSql(types_mode, by_org, by_stage,
+											 batch_size));
+	slot->batch_size = batch_size;
+	return slot;
+}
+
 /* workflow_claim leases up to batch_size due jobs to a worker. */
 Datum
 workflow_claim(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plans[2][3][2][2];
-	static char *sqls[2][3][2][2];
 	static const Oid types[6] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
 	UUIDOID, TEXTOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -378,8 +417,8 @@ workflow_claim(PG_FUNCTION_ARGS)
 	int			types_mode = CLAIM_TYPES_ANY;
 	bool		by_org = !PG_ARGISNULL(3);
 	bool		by_stage = !PG_ARGISNULL(4);
-	bool		single;
 	int32		batch_size;
+	ClaimPlan  *claim;
 
 	WfRequireReadCommitted();
 	values[1] = PointerGetDatum(ArgText(fcinfo, 0, "worker_id"));
@@ -427,29 +466,10 @@ workflow_claim(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	single = (batch_size == 1);
-	if (sqls[single][types_mode][by_org][by_stage] == NULL)
-		sqls[single][types_mode][by_org][by_stage] =
-			MemoryContextStrdup(TopMemoryContext,
-								ClaimSql(types_mode, by_org, by_stage, single));
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-
-	/*
-	 * A claim of one job runs its generic plan: with LIMIT 1 written out,
-	 * that is the claim index scan, and it saves planning every call.  A
-	 * larger batch keeps the plan cache's choice, since a generic plan
-	 * cannot know how many rows LIMIT $1 asks for.
-	 */
-	if (single)
-		WfExecuteGeneric(&plans[single][types_mode][by_org][by_stage],
-						 sqls[single][types_mode][by_org][by_stage], 6, types,
-						 values, nulls);
-	else
-		WfExecute(&plans[single][types_mode][by_org][by_stage],
-				  sqls[single][types_mode][by_org][by_stage], 6, types,
-				  values, nulls, false, 0);
+	claim = GetClaimPlan(types_mode, by_org, by_stage, batch_size);
+	WfExecuteGeneric(&claim->plan, claim->sql, 6, types, values, nulls);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
 	SPI_finish();
@@ -569,39 +589,60 @@ RetryDelayUs(int32 attempt)
 	return (int64) (delay_ms * 1000.0);
 }
 
-/* FailJobRow records one failed attempt of a locked, running job. */
+/*
+ * FailJobRows records one failed attempt of each of n locked, running
+ * jobs in one statement: a retry goes back to QUEUED after its backoff,
+ * anything else becomes FAILED.  codes[i] and messages[i] belong to
+ * jobs[i]; message_nulls may be NULL when every message is given.
+ */
 static void
-FailJobRow(const JobState *job, Datum error_code, Datum error_message,
-		   bool message_null, bool retryable)
+FailJobRows(int n, const JobState *const *jobs, const Datum *codes,
+			const Datum *messages, const bool *message_nulls, bool retryable)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"UPDATE workflow.job_queue j SET"
-		" status = CASE WHEN $2 THEN 'QUEUED' ELSE 'FAILED' END::workflow.job_status,"
-		" run_at = CASE WHEN $2 THEN $3 ELSE j.run_at END,"
-		" lease_token = CASE WHEN $2 THEN NULL ELSE j.lease_token END,"
+		" status = CASE WHEN x.retry THEN 'QUEUED' ELSE 'FAILED' END::workflow.job_status,"
+		" run_at = CASE WHEN x.retry THEN x.run_at ELSE j.run_at END,"
+		" lease_token = CASE WHEN x.retry THEN NULL ELSE j.lease_token END,"
 		" leased_until = NULL,"
-		" worker_id = CASE WHEN $2 THEN NULL ELSE j.worker_id END,"
-		" last_error_code = $4, last_error_message = $5,"
-		" finished_at = CASE WHEN $2 THEN NULL"
+		" worker_id = CASE WHEN x.retry THEN NULL ELSE j.worker_id END,"
+		" last_error_code = x.code, last_error_message = x.message,"
+		" finished_at = CASE WHEN x.retry THEN NULL"
 		"  ELSE pg_catalog.statement_timestamp() END,"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE j.id" OP("=") "$1";
-	static const Oid types[5] = {UUIDOID, BOOLOID, TIMESTAMPTZOID, TEXTOID,
-	TEXTOID};
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
+		"  pg_catalog.unnest($2::pg_catalog.bool[]),"
+		"  pg_catalog.unnest($3::pg_catalog.timestamptz[]),"
+		"  pg_catalog.unnest($4::pg_catalog.text[]),"
+		"  pg_catalog.unnest($5::pg_catalog.text[]))"
+		"  AS x(id, retry, run_at, code, message)"
+		" WHERE j.id" OP("=") "x.id";
+	static const Oid types[5] = {UUIDARRAYOID, BOOLARRAYOID,
+	TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum	   *retries = palloc(sizeof(Datum) * n);
+	Datum	   *run_ats = palloc(sizeof(Datum) * n);
 	Datum		values[5];
-	char		nulls[5] = "     ";
-	bool		retry = retryable && job->attempt < job->max_attempts;
 
-	values[0] = UUIDPGetDatum(&job->id);
-	values[1] = BoolGetDatum(retry);
-	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp() +
-									(retry ? RetryDelayUs(job->attempt) : 0));
-	values[3] = error_code;
-	values[4] = error_message;
-	if (message_null)
-		nulls[4] = 'n';
-	WfExecute(&plan, sql, 5, types, values, nulls, false, 0);
+	for (int i = 0; i < n; i++)
+	{
+		bool		retry = retryable && jobs[i]->attempt < jobs[i]->max_attempts;
+
+		ids[i] = UUIDPGetDatum(&jobs[i]->id);
+		retries[i] = BoolGetDatum(retry);
+		run_ats[i] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp() +
+										 (retry ? RetryDelayUs(jobs[i]->attempt) : 0));
+	}
+	values[0] = WfArray(ids, NULL, n, UUIDOID);
+	values[1] = WfArray(retries, NULL, n, BOOLOID);
+	values[2] = WfArray(run_ats, NULL, n, TIMESTAMPTZOID);
+	values[3] = WfArray((Datum *) codes, NULL, n, TEXTOID);
+	values[4] = WfArray((Datum *) messages, (bool *) message_nulls, n, TEXTOID);
+	WfExecuteGeneric(&plan, sql, 5, types, values, NULL);
+	pfree(ids);
+	pfree(retries);
+	pfree(run_ats);
 }
 
 /* A repeat of the fail_job that left the job FAILED returns quietly. */
@@ -641,9 +682,14 @@ workflow_fail_job(PG_FUNCTION_ARGS)
 			RaiseNotRunning(&job);
 	}
 	else
-		FailJobRow(&job, CStringGetTextDatum(code),
-				   message ? CStringGetTextDatum(message) : (Datum) 0,
-				   message == NULL, PG_GETARG_BOOL(4));
+	{
+		const JobState *jobs[1] = {&job};
+		Datum		codes[1] = {CStringGetTextDatum(code)};
+		Datum		messages[1] = {message ? CStringGetTextDatum(message) : (Datum) 0};
+		bool		message_nulls[1] = {message == NULL};
+
+		FailJobRows(1, jobs, codes, messages, message_nulls, PG_GETARG_BOOL(4));
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -1022,8 +1068,8 @@ typedef struct Batch
 
 /* Whether jobs[i], not RUNNING under its token, was finished by this very call before. */
 typedef bool (*BatchRepeatFn) (const Batch *batch, int i, int k);
-/* Writes jobs[i] (caller's index k). */
-typedef void (*BatchWriteFn) (const Batch *batch, int i, int k);
+/* Writes every job to finish in one statement. */
+typedef void (*BatchWriteFn) (const Batch *batch);
 
 /*
  * BatchLockAndClassify locks the jobs (ascending id) and decides each
@@ -1073,7 +1119,10 @@ BatchLockAndClassify(Batch *batch, Datum *ids, int n, BatchRepeatFn is_repeat)
 /*
  * BatchWrite takes the step rows and release locks of the jobs that
  * become terminal, writes every job to finish, then runs the cascade and
- * the run counters once for the whole batch.
+ * the run counters once for the whole batch.  The jobs are written by one
+ * statement, not one per job: each statement's executor start (its
+ * triggers' WHEN clauses and the table's constraints read back from their
+ * stored form) cost more than the row itself.
  */
 static void
 BatchWrite(Batch *batch, bool *terminal, BatchWriteFn write)
@@ -1087,7 +1136,10 @@ BatchWrite(Batch *batch, bool *terminal, BatchWriteFn write)
 	{
 		for (int i = 0; i < batch->n; i++)
 			if (batch->finish[i])
-				write(batch, i, batch->items[i].index);
+			{
+				write(batch);
+				break;
+			}
 	}
 	PG_FINALLY();
 	{
@@ -1117,26 +1169,41 @@ CompleteIsRepeat(const Batch *batch, int i, int k)
 }
 
 static void
-CompleteWrite(const Batch *batch, int i, int k)
+CompleteWrite(const Batch *batch)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.job_queue j SET status = 'SUCCEEDED', output = $2,"
+		"UPDATE workflow.job_queue j SET status = 'SUCCEEDED', output = x.output,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE j.id" OP("=") "$1";
-	static const Oid types[2] = {UUIDOID, JSONBOID};
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
+		"  pg_catalog.unnest($2::pg_catalog.jsonb[])) AS x(id, output)"
+		" WHERE j.id" OP("=") "x.id";
+	static const Oid types[2] = {UUIDARRAYOID, JSONBARRAYOID};
 	CompleteArgs *args = batch->arg;
+	Datum	   *ids = palloc(sizeof(Datum) * batch->n);
+	Datum	   *outputs = palloc(sizeof(Datum) * batch->n);
+	bool	   *output_nulls = palloc(sizeof(bool) * batch->n);
 	Datum		values[2];
-	char		nulls[2] = "  ";
+	int			m = 0;
 
-	values[0] = UUIDPGetDatum(&batch->items[i].id);
-	values[1] = (Datum) 0;
-	if (args->outputs == NULL || args->output_nulls[k])
-		nulls[1] = 'n';
-	else
-		values[1] = args->outputs[k];
-	WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+	for (int i = 0; i < batch->n; i++)
+	{
+		int			k = batch->items[i].index;
+
+		if (!batch->finish[i])
+			continue;
+		ids[m] = UUIDPGetDatum(&batch->items[i].id);
+		output_nulls[m] = args->outputs == NULL || args->output_nulls[k];
+		outputs[m] = output_nulls[m] ? (Datum) 0 : args->outputs[k];
+		m++;
+	}
+	values[0] = WfArray(ids, NULL, m, UUIDOID);
+	values[1] = WfArray(outputs, output_nulls, m, JSONBOID);
+	WfExecuteGeneric(&plan, sql, 2, types, values, NULL);
+	pfree(ids);
+	pfree(outputs);
+	pfree(output_nulls);
 }
 
 /* workflow_complete_jobs completes many jobs in one transaction. */
@@ -1198,14 +1265,29 @@ FailIsRepeat(const Batch *batch, int i, int k)
 }
 
 static void
-FailWrite(const Batch *batch, int i, int k)
+FailWrite(const Batch *batch)
 {
 	FailArgs   *args = batch->arg;
-	char	   *message = args->messages[k];
+	const JobState **jobs = palloc(sizeof(JobState *) * batch->n);
+	Datum	   *codes = palloc(sizeof(Datum) * batch->n);
+	Datum	   *messages = palloc(sizeof(Datum) * batch->n);
+	bool	   *message_nulls = palloc(sizeof(bool) * batch->n);
+	int			m = 0;
 
-	FailJobRow(&batch->jobs[i], args->codes[k],
-			   message ? CStringGetTextDatum(message) : (Datum) 0,
-			   message == NULL, args->retryable);
+	for (int i = 0; i < batch->n; i++)
+	{
+		int			k = batch->items[i].index;
+
+		if (!batch->finish[i])
+			continue;
+		jobs[m] = &batch->jobs[i];
+		codes[m] = args->codes[k];
+		message_nulls[m] = args->messages[k] == NULL;
+		messages[m] = message_nulls[m] ? (Datum) 0 :
+			CStringGetTextDatum(args->messages[k]);
+		m++;
+	}
+	FailJobRows(m, jobs, codes, messages, message_nulls, args->retryable);
 }
 
 /* workflow_fail_jobs records failed attempts of many jobs at once. */
