@@ -2,7 +2,7 @@
 
 EXTENSION = workflow
 MODULE_big = workflow
-DATA = workflow--1.0.sql workflow--1.0--1.1.sql
+DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql
 OBJS = \
 	src/workflow.o \
 	src/spi_util.o \

@@ -1,4 +1,5 @@
--- An installed 1.0 updates to 1.1 in place, with its runs.
+-- An installed 1.0 updates in place, with its runs, to the default version
+-- (through 1.1); an installed 1.1 updates to 1.2.
 \set VERBOSITY terse
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow VERSION '1.0';
@@ -33,3 +34,21 @@ SELECT * FROM workflow.run_counters('00000000-0000-0000-0000-0000000000a1');
 SELECT * FROM workflow.verify();
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
+
+-- 1.1 -> 1.2: the unique (workflow_step_id, generation) of job_queue becomes
+-- a unique index of step jobs only, under the same name, and still refuses
+-- a second job for one step release
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.1';
+SELECT conname, contype FROM pg_catalog.pg_constraint
+ WHERE conrelid = 'workflow.job_queue'::regclass AND contype = 'u';
+ALTER EXTENSION workflow UPDATE TO '1.2';
+SELECT count(*) AS unique_constraints FROM pg_catalog.pg_constraint
+ WHERE conrelid = 'workflow.job_queue'::regclass AND contype = 'u';
+SELECT pg_catalog.pg_get_indexdef('workflow.job_queue_step_generation_key'::regclass);
+INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
+VALUES ('up.dup', '00000000-0000-7000-8000-0000000000d1', 0);
+INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
+VALUES ('up.dup', '00000000-0000-7000-8000-0000000000d1', 0);
+SELECT count(workflow.enqueue('up.plain')) AS plain_jobs FROM generate_series(1, 2);
+TRUNCATE workflow.job_queue;

@@ -11,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(233);
+SELECT plan(234);
 
 CREATE SCHEMA wf_tap;
 
@@ -318,10 +318,11 @@ SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
 
+-- (partial on step jobs since 1.2: a plain job's NULL key is never checked)
 SELECT ok(EXISTS (SELECT 1 FROM wf_tap.indexes('workflow.job_queue')
-                   WHERE is_unique AND predicate IS NULL
+                   WHERE is_unique AND predicate = '(workflow_step_id IS NOT NULL)'
                      AND keys = ARRAY['workflow_step_id', 'generation']),
-          'job_queue has a unique index on (workflow_step_id, generation)');
+          'job_queue has a unique index on (workflow_step_id, generation) of step jobs');
 
 -- The unique index really rejects a second job for one step release.
 INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
@@ -438,10 +439,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.1', 'workflow is available with default version 1.1');
+          '1.2', 'workflow is available with default version 1.2');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.1'),
+            WHERE v.name = 'workflow' AND v.version = '1.2'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -450,10 +451,13 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.1', 'the installed version is 1.1');
+          '1.2', 'the installed version is 1.2');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
-            WHERE p.source = '1.0' AND p.target = '1.1'),
-          '1.0--1.1', 'an installed 1.0 updates to 1.1 in one step');
+            WHERE p.source = '1.0' AND p.target = '1.2'),
+          '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.1' AND p.target = '1.2'),
+          '1.1--1.2', 'an installed 1.1 updates to 1.2 in one step');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 
