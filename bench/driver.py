@@ -321,6 +321,37 @@ class Bench:
             self.sql(db, "SELECT workflow.complete_job('%s', '%s')" % (job_id, token))
         return len(rows)
 
+    # the bare SQL queue (bench.bare_jobs)
+    def bare_jobs(self, db, jt, status):
+        return int(self.scalar(
+            db, "SELECT count(*) FROM bench.bare_jobs WHERE job_type = '%s'"
+                " AND status = '%s'" % (jt, status)))
+
+    def bare_recover(self, db, jt):
+        """The bare queue's orphans (see recover_orphans), completed."""
+        return len(self.sql(db, "UPDATE bench.bare_jobs SET status = 'SUCCEEDED',"
+                                " finished_at = now() WHERE job_type = '%s'"
+                                " AND status = 'RUNNING' RETURNING id" % jt))
+
+    def fill_bare(self, db, jt, n):
+        if n <= 0:
+            return
+        per = 1000 if n >= 2000 else max(1, n // 2)
+        tx = math.ceil(n / (2 * per))
+        self.pgbench(db, "fill", 2, "bare_enqueue_bulk.sql", transactions=tx,
+                     defines=dict(jt=jt, batch=per), label="fill-bare-" + jt)
+
+    def timed_bare(self, db, key, title, script, jt, guess, margin):
+        """timed_queue on the bare SQL queue, at the workloads' client count."""
+        self.timed_queue(
+            db, key, title, "queue", self.clients, script, jt, "jobs/s",
+            available=lambda: self.bare_jobs(db, jt, "QUEUED"),
+            fill=lambda n: self.fill_bare(db, jt, n),
+            guess=guess, margin=margin,
+            succeeded=lambda: self.bare_jobs(db, jt, "SUCCEEDED"),
+            recover=lambda: self.bare_recover(db, jt),
+            note="bare SQL queue (bench.bare_jobs), not the engine")
+
     def fill_plain(self, db, jt, n):
         if n <= 0:
             return
@@ -344,11 +375,16 @@ class Bench:
     # generic measurements
 
     def timed_queue(self, db, key, title, group, clients, script, jt, unit,
-                    available, fill, guess, margin, extra_defines=None, note=""):
+                    available, fill, guess, margin, extra_defines=None, note="",
+                    succeeded=None, recover=None):
         """-T runs of a worker script against a prefilled queue.  Rate =
         completed / duration from the database.  A run that empties the
-        queue is repeated with a larger fill."""
+        queue is repeated with a larger fill.  succeeded() and recover()
+        count the completed jobs and finish orphans (default: jobs of jt
+        in workflow.job_queue)."""
         cfg = self.cfg
+        succeeded = succeeded or (lambda: self.jobs(db, jt, "SUCCEEDED"))
+        recover = recover or (lambda: self.recover_orphans(db, jt))
         T = cfg["duration"]
         defines = dict(jt=jt, idle_us=IDLE_US, batch=BATCH)
         defines.update(extra_defines or {})
@@ -363,11 +399,11 @@ class Bench:
         have = available()
         if have < need:
             fill(need - have)
-        done0 = self.jobs(db, jt, "SUCCEEDED")
+        done0 = succeeded()
         r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
                          label=key + "-calibrate")
-        self.recover_orphans(db, jt)
-        done = self.jobs(db, jt, "SUCCEEDED") - done0
+        recover()
+        done = succeeded() - done0
         est = max(done / max(r["duration"] or cal, 0.1), 1.0)
         if available() == 0:
             est *= 2
@@ -380,12 +416,12 @@ class Bench:
                 if have < need:
                     fill(need - have)
                 mark = self.log_mark()
-                done0 = self.jobs(db, jt, "SUCCEEDED")
+                done0 = succeeded()
                 r = self.pgbench(db, key, clients, script, duration=T,
                                  defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
-                orphans = self.recover_orphans(db, jt)
+                orphans = recover()
                 e1, e2 = self.check_log(key, mark)
-                done = self.jobs(db, jt, "SUCCEEDED") - done0 - orphans
+                done = succeeded() - done0 - orphans
                 left = available()
                 secs = r["duration"] or T
                 rate = done / secs
@@ -506,6 +542,10 @@ class Bench:
         db = self.fresh_db("wf_queue")
         c8 = self.clients
         ref = lambda c: self.ref_tps(c) or 1000.0
+        # the yardstick first: the same worker loop on a bare SQL queue
+        self.timed_bare(db, "queue.bare_single",
+                        "bare SQL queue: claim + complete, one job per transaction pair",
+                        "bare_claim_complete.sql", "bench.bare", guess=ref(c8), margin=4 * c8)
         # plain jobs, claim filtered by job_type, over the client sweep
         for c in cfg["sweep"]:
             jt = "bench.plain"
@@ -568,6 +608,10 @@ class Bench:
             available=lambda: self.queued(db, jt),
             fill=lambda n: self.fill_plain(db, jt, n),
             guess=ref * 4, margin=4 * c8 * BATCH)
+        self.timed_bare(db, "queue.bare_batch",
+                        "bare SQL queue: claim %d + complete them in one statement" % BATCH,
+                        "bare_claim_batch.sql", "bench.bare", guess=ref * 6,
+                        margin=4 * c8 * BATCH)
         jt = "bench.bsteps"
         self.put_def(db, "pairs10b", "bench.def_pairs(10, '%s')" % jt)
         self.timed_queue(

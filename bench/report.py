@@ -156,13 +156,17 @@ def targets(S, ref, meta, rows):
                       measured=f(measured), met="met" if ok else "MISSED",
                       pct="%.0f%%" % pct, detail=detail))
 
+    def bare(key):
+        r = ratio(key, c)
+        return "bare SQL queue in the same run: %.2f x" % r if r is not None else ""
+
     add("plain jobs claim + complete_job, %d clients, x pgbench -N" % c, ">=", 0.60,
-        ratio("queue.single", c))
+        ratio("queue.single", c), bare("queue.bare_single"))
     add("steps of one %d-step run of independent steps, %d clients, with %d due jobs"
         " of another type queued, x pgbench -N" % (cfg["wide"], c, cfg["backlog"]),
         ">=", 0.30, ratio("dag.wide", c))
     add("claim 50 + complete_jobs, plain jobs, jobs/s x pgbench -N", ">=", 4.0,
-        ratio("queue.batch", c))
+        ratio("queue.batch", c), bare("queue.bare_batch"))
     add("claim 50 + complete_jobs, steps of many concurrent 10-step runs, x pgbench -N",
         ">=", 2.0, ratio("queue.batch_steps", c))
     a, b = get("queue.single_backlog", c), get("queue.single", c)

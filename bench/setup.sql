@@ -115,3 +115,31 @@ CREATE TABLE bench.p_runs (LIKE workflow.workflow_runs INCLUDING ALL);
 CREATE TABLE bench.p_steps (LIKE workflow.workflow_steps INCLUDING ALL);
 CREATE TABLE bench.p_deps (LIKE workflow.workflow_step_dependencies INCLUDING ALL);
 CREATE TABLE bench.p_jobs (LIKE workflow.job_queue INCLUDING ALL);
+
+-- A bare SQL queue, the yardstick for the queue workloads: one table with
+-- the claim contract's columns, a partial claim index for due QUEUED jobs,
+-- a partial index of RUNNING jobs, no triggers, no workflow.  Its workers
+-- (bare_claim_complete.sql, bare_claim_batch.sql) claim in the same order
+-- with FOR NO KEY UPDATE SKIP LOCKED, take a lease and a fresh token, and
+-- complete under the token, each call in autocommit.
+CREATE TABLE bench.bare_jobs (
+    id              uuid PRIMARY KEY DEFAULT workflow.uuid_v7(),
+    job_type        text NOT NULL,
+    payload         jsonb NOT NULL DEFAULT '{}',
+    priority        integer NOT NULL DEFAULT 0,
+    run_at          timestamptz NOT NULL DEFAULT now(),
+    status          text NOT NULL DEFAULT 'QUEUED',
+    attempt         integer NOT NULL DEFAULT 0,
+    max_attempts    integer NOT NULL DEFAULT 3,
+    timeout_seconds integer NOT NULL DEFAULT 300,
+    worker_id       text,
+    lease_token     uuid,
+    leased_until    timestamptz,
+    output          jsonb,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    finished_at     timestamptz
+) WITH (fillfactor = 80);
+CREATE INDEX bare_jobs_claim_idx ON bench.bare_jobs (job_type, priority DESC, run_at, id)
+    WHERE status = 'QUEUED';
+CREATE INDEX bare_jobs_running_idx ON bench.bare_jobs (id) WHERE status = 'RUNNING';
