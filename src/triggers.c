@@ -3,12 +3,13 @@
  * triggers.c
  *	  Triggers on job_queue and workflow_steps.
  *
- * job_queue_sync_step (AFTER UPDATE, per row) keeps a step in step with
- * its job: a claim makes it RUNNING, a retry or release ENQUEUED, a
- * terminal job makes it terminal and reports it to the cascade.
- * job_queue_finish_statement (AFTER UPDATE, per statement) then runs the
- * cascade and the run counters once for the whole statement.  This holds
- * for direct UPDATEs of job_queue too.  The guards refuse writes that
+ * job_queue_sync_step (AFTER UPDATE, per row) notes how a job's step
+ * follows its job: a claim makes it RUNNING, a retry or release ENQUEUED,
+ * a terminal job makes it terminal.  job_queue_finish_statement (AFTER
+ * UPDATE, per statement) writes the noted steps, in one statement when
+ * there are several, reports the terminal ones to the cascade, and runs
+ * the cascade and the run counters once for the whole statement.  This
+ * holds for direct UPDATEs of job_queue too.  The guards refuse writes that
  * would corrupt state, unless the engine itself is writing.
  *
  * Locks: the step row of the job being updated (the caller holds the job
@@ -21,6 +22,8 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "workflow.h"
@@ -32,12 +35,37 @@ PG_FUNCTION_INFO_V1(workflow_workflow_steps_guard);
 
 static int	defer_depth = 0;
 
-static void SyncStepClaimed(const pg_uuid_t *step_id, HeapTuple newtup,
-							TupleDesc desc);
-static void SyncStepRequeued(const pg_uuid_t *step_id, HeapTuple newtup,
-							 TupleDesc desc);
-static void SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
-							 HeapTuple newtup, TupleDesc desc);
+/*
+ * A step move noted by the row trigger: the step's new status (RUNNING,
+ * ENQUEUED or the job's terminal status) and the job's values it takes,
+ * copied into sync_context.  The statement trigger writes them in the
+ * order they were noted, which is the order the statement updated the
+ * jobs, so the step rows are locked in the same order as when each row
+ * trigger wrote its own step.
+ */
+typedef struct StepSync
+{
+	pg_uuid_t	step_id;
+	const char *to;
+	Datum		values[4];		/* output, error code, error message, started_at */
+	bool		nulls[4];
+	SubTransactionId subid;
+} StepSync;
+
+#define SYNC_OUTPUT		0
+#define SYNC_ERROR_CODE	1
+#define SYNC_ERROR_MSG	2
+#define SYNC_STARTED_AT	3
+
+static StepSync *syncs = NULL;
+static int	n_syncs = 0;
+static int	max_syncs = 0;
+static MemoryContext sync_context = NULL;
+
+static void SyncStepClaimed(const StepSync *sync);
+static void SyncStepRequeued(const StepSync *sync);
+static void SyncStepTerminal(const StepSync *sync);
+static void SyncSteps(const StepSync *items, int n);
 
 /*
  * WfDeferFinishBegin makes the statement trigger leave collected work for
@@ -93,7 +121,77 @@ CheckTrigger(FunctionCallInfo fcinfo, const char *name)
 		elog(ERROR, "%s: not called by trigger manager", name);
 }
 
-/* workflow_job_queue_sync_step moves a job's step with the job. */
+/* WfPendingSyncs is the number of step moves noted but not yet written. */
+int
+WfPendingSyncs(void)
+{
+	return n_syncs;
+}
+
+/* WfSyncReset forgets noted step moves; the caller resets nothing else. */
+void
+WfSyncReset(void)
+{
+	syncs = NULL;
+	n_syncs = 0;
+	max_syncs = 0;
+	if (sync_context != NULL)
+		MemoryContextReset(sync_context);
+}
+
+/* WfSyncAbortSub forgets the step moves an aborted subtransaction noted. */
+void
+WfSyncAbortSub(SubTransactionId subid)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_syncs; i++)
+		if (syncs[i].subid < subid)
+			syncs[kept++] = syncs[i];
+	n_syncs = kept;
+}
+
+static void
+NoteStepSync(const pg_uuid_t *step_id, const char *to, HeapTuple newtup,
+			 TupleDesc desc)
+{
+	static const char *const columns[4] = {"output", "last_error_code",
+	"last_error_message", "started_at"};
+	MemoryContext old;
+	StepSync   *sync;
+
+	if (sync_context == NULL)
+		sync_context = AllocSetContextCreate(TopMemoryContext,
+											 "workflow step moves",
+											 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(sync_context);
+	if (n_syncs == max_syncs)
+	{
+		max_syncs = max_syncs == 0 ? 16 : max_syncs * 2;
+		syncs = syncs == NULL ? palloc(sizeof(StepSync) * max_syncs) :
+			repalloc(syncs, sizeof(StepSync) * max_syncs);
+	}
+	sync = &syncs[n_syncs++];
+	sync->step_id = *step_id;
+	sync->to = to;
+	sync->subid = GetCurrentSubTransactionId();
+	for (int i = 0; i < 4; i++)
+	{
+		int			attnum = SPI_fnumber(desc, columns[i]);
+		Form_pg_attribute att;
+		Datum		d;
+
+		if (attnum <= 0)
+			elog(ERROR, "job_queue has no column \"%s\"", columns[i]);
+		att = TupleDescAttr(desc, attnum - 1);
+		d = SPI_getbinval(newtup, desc, attnum, &sync->nulls[i]);
+		sync->values[i] = sync->nulls[i] ? (Datum) 0 :
+			datumCopy(d, att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* workflow_job_queue_sync_step notes how a job's step follows the job. */
 Datum
 workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 {
@@ -106,6 +204,7 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 	pg_uuid_t	step_id;
 	char	   *old_status;
 	char	   *new_status;
+	const char *to;
 
 	CheckTrigger(fcinfo, "job_queue_sync_step");
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
@@ -126,22 +225,68 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 	if (strcmp(old_status, new_status) == 0)
 		return PointerGetDatum(NULL);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	if (strcmp(new_status, "RUNNING") == 0)
-		SyncStepClaimed(&step_id, newtup, desc);
+		to = "RUNNING";
 	else if (strcmp(new_status, "QUEUED") == 0)
-		SyncStepRequeued(&step_id, newtup, desc);
+		to = "ENQUEUED";
 	else
-		SyncStepTerminal(&step_id, new_status, newtup, desc);
-	SPI_finish();
+	{
+		WfRequireReadCommitted();
+		if (strcmp(new_status, "SUCCEEDED") == 0)
+			to = "SUCCEEDED";
+		else if (strcmp(new_status, "FAILED") == 0)
+			to = "FAILED";
+		else if (strcmp(new_status, "CANCELED") == 0)
+			to = "CANCELED";
+		else
+			elog(ERROR, "job_queue_sync_step: unexpected job status \"%s\"",
+				 new_status);
+	}
+	NoteStepSync(&step_id, to, newtup, desc);
 
 	return PointerGetDatum(NULL);
 }
 
+static bool
+IsTerminalSync(const StepSync *sync)
+{
+	return strcmp(sync->to, "RUNNING") != 0 && strcmp(sync->to, "ENQUEUED") != 0;
+}
+
+/*
+ * FlushStepSyncs writes the step moves noted so far.  The caller is
+ * connected to SPI.  The list is detached first: nothing written here
+ * updates job_queue, and the memory is kept until the write is done.
+ */
+static void
+FlushStepSyncs(void)
+{
+	StepSync   *items = syncs;
+	int			n = n_syncs;
+
+	if (n == 0)
+		return;
+	syncs = NULL;
+	n_syncs = 0;
+	max_syncs = 0;
+	if (n == 1)
+	{
+		if (strcmp(items[0].to, "RUNNING") == 0)
+			SyncStepClaimed(&items[0]);
+		else if (strcmp(items[0].to, "ENQUEUED") == 0)
+			SyncStepRequeued(&items[0]);
+		else
+			SyncStepTerminal(&items[0]);
+	}
+	else
+		SyncSteps(items, n);
+	if (n_syncs == 0)
+		WfSyncReset();
+}
+
 /* A claimed job's step runs; started_at is kept from the first attempt. */
 static void
-SyncStepClaimed(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
+SyncStepClaimed(const StepSync *sync)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -152,18 +297,17 @@ SyncStepClaimed(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
 	static const Oid types[2] = {UUIDOID, TIMESTAMPTZOID};
 	Datum		values[2];
 	char		nulls[2] = "  ";
-	bool		isnull;
 
-	values[0] = UUIDPGetDatum(step_id);
-	values[1] = GetColumn(newtup, desc, "started_at", &isnull);
-	if (isnull)
+	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[1] = sync->values[SYNC_STARTED_AT];
+	if (sync->nulls[SYNC_STARTED_AT])
 		nulls[1] = 'n';
 	WfExecuteAsEngine(&plan, sql, 2, types, values, nulls);
 }
 
 /* A retried, released or reaped job's step is ENQUEUED again. */
 static void
-SyncStepRequeued(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
+SyncStepRequeued(const StepSync *sync)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -175,14 +319,13 @@ SyncStepRequeued(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
 	static const Oid types[3] = {UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	char		nulls[3] = "   ";
-	bool		isnull;
 
-	values[0] = UUIDPGetDatum(step_id);
-	values[1] = GetColumn(newtup, desc, "last_error_code", &isnull);
-	if (isnull)
+	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[1] = sync->values[SYNC_ERROR_CODE];
+	if (sync->nulls[SYNC_ERROR_CODE])
 		nulls[1] = 'n';
-	values[2] = GetColumn(newtup, desc, "last_error_message", &isnull);
-	if (isnull)
+	values[2] = sync->values[SYNC_ERROR_MSG];
+	if (sync->nulls[SYNC_ERROR_MSG])
 		nulls[2] = 'n';
 	WfExecuteAsEngine(&plan, sql, 3, types, values, nulls);
 }
@@ -192,8 +335,7 @@ SyncStepRequeued(const pg_uuid_t *step_id, HeapTuple newtup, TupleDesc desc)
  * (cancel_run marks steps before their jobs), and reports it.
  */
 static void
-SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
-				 HeapTuple newtup, TupleDesc desc)
+SyncStepTerminal(const StepSync *sync)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -214,37 +356,120 @@ SyncStepTerminal(const pg_uuid_t *step_id, const char *status,
 	TEXTOID, TIMESTAMPTZOID};
 	Datum		values[6];
 	char		nulls[6] = "      ";
-	bool		isnull;
 	pg_uuid_t	run_id;
 
-	WfRequireReadCommitted();
-
-	values[0] = UUIDPGetDatum(step_id);
-	values[1] = CStringGetTextDatum(status);
-	values[2] = GetColumn(newtup, desc, "output", &isnull);
-	if (isnull)
-		nulls[2] = 'n';
-	values[3] = GetColumn(newtup, desc, "last_error_code", &isnull);
-	if (isnull)
-		nulls[3] = 'n';
-	values[4] = GetColumn(newtup, desc, "last_error_message", &isnull);
-	if (isnull)
-		nulls[4] = 'n';
-	values[5] = GetColumn(newtup, desc, "started_at", &isnull);
-	if (isnull)
-		nulls[5] = 'n';
+	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[1] = CStringGetTextDatum(sync->to);
+	for (int i = 0; i < 4; i++)
+	{
+		values[2 + i] = sync->values[i];
+		if (sync->nulls[i])
+			nulls[2 + i] = 'n';
+	}
 
 	WfExecuteAsEngine(&plan, sql, 6, types, values, nulls);
 	if (SPI_processed == 0)
 		return;
 	WfResultUuid(0, 1, &run_id);
-	WfNoteStepTerminal(&run_id, (int16) WfResultInt32(0, 2), step_id, status,
-					   WF_COUNT_ACTIVE);
+	WfNoteStepTerminal(&run_id, (int16) WfResultInt32(0, 2), &sync->step_id,
+					   sync->to, WF_COUNT_ACTIVE);
 }
 
 /*
- * workflow_job_queue_finish_statement runs the cascade and the run
- * counters for every step the statement finished.
+ * SyncSteps writes several step moves in one statement, each as the
+ * function above for its kind would, in the order noted, and reports the
+ * steps it finished.  One statement instead of one per job: each
+ * statement's executor start costs more than the row it writes.
+ */
+static void
+SyncSteps(const StepSync *items, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.workflow_steps s SET"
+		" status = x.status::workflow.step_status,"
+		" output = CASE WHEN x.status" OP("=") "'SUCCEEDED' THEN x.output"
+		"  WHEN x.status" OP("=") "ANY ('{RUNNING,ENQUEUED}'::pg_catalog.text[])"
+		"  THEN s.output END,"
+		" last_error_code = CASE WHEN x.status" OP("=") "'RUNNING' THEN s.last_error_code"
+		"  WHEN x.status" OP("=") "'ENQUEUED' THEN COALESCE(x.code, s.last_error_code)"
+		"  ELSE x.code END,"
+		" last_error_message = CASE WHEN x.status" OP("=") "'RUNNING' THEN s.last_error_message"
+		"  WHEN x.status" OP("=") "'ENQUEUED' THEN COALESCE(x.message, s.last_error_message)"
+		"  ELSE x.message END,"
+		" status_reason = CASE"
+		"  WHEN x.status" OP("=") "ANY ('{RUNNING,ENQUEUED}'::pg_catalog.text[])"
+		"  THEN s.status_reason"
+		"  WHEN x.status" OP("=") "'CANCELED' THEN '" WF_JOB_CANCELED "' END,"
+		" started_at = COALESCE(s.started_at, x.started_at),"
+		" finished_at = CASE"
+		"  WHEN x.status" OP("=") "ANY ('{RUNNING,ENQUEUED}'::pg_catalog.text[])"
+		"  THEN s.finished_at ELSE pg_catalog.statement_timestamp() END,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
+		"  pg_catalog.unnest($2::pg_catalog.text[]),"
+		"  pg_catalog.unnest($3::pg_catalog.jsonb[]),"
+		"  pg_catalog.unnest($4::pg_catalog.text[]),"
+		"  pg_catalog.unnest($5::pg_catalog.text[]),"
+		"  pg_catalog.unnest($6::pg_catalog.timestamptz[]))"
+		"  AS x(id, status, output, code, message, started_at)"
+		" WHERE s.id" OP("=") "x.id"
+		" AND CASE WHEN x.status" OP("=") "'RUNNING' THEN s.status" OP("=") "'ENQUEUED'"
+		"  WHEN x.status" OP("=") "'ENQUEUED' THEN s.status" OP("=") "'RUNNING'"
+		"  ELSE s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[]) END"
+		" RETURNING s.id, s.workflow_run_id, s.counter_shard::pg_catalog.int4, x.status";
+	static const Oid types[6] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
+	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID};
+	static const Oid elemtypes[4] = {JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum	   *tos = palloc(sizeof(Datum) * n);
+	Datum	   *cols = palloc(sizeof(Datum) * n);
+	bool	   *col_nulls = palloc(sizeof(bool) * n);
+	Datum		values[6];
+
+	for (int i = 0; i < n; i++)
+	{
+		ids[i] = UUIDPGetDatum(&items[i].step_id);
+		tos[i] = CStringGetTextDatum(items[i].to);
+	}
+	values[0] = WfArray(ids, NULL, n, UUIDOID);
+	values[1] = WfArray(tos, NULL, n, TEXTOID);
+	for (int c = 0; c < 4; c++)
+	{
+		for (int i = 0; i < n; i++)
+		{
+			/* a claim takes started_at; a requeue takes none of it */
+			bool		used = c == SYNC_STARTED_AT ?
+				strcmp(items[i].to, "ENQUEUED") != 0 :
+				c == SYNC_OUTPUT ? IsTerminalSync(&items[i]) :
+				strcmp(items[i].to, "RUNNING") != 0;
+
+			col_nulls[i] = !used || items[i].nulls[c];
+			cols[i] = col_nulls[i] ? (Datum) 0 : items[i].values[c];
+		}
+		values[2 + c] = WfArray(cols, col_nulls, n, elemtypes[c]);
+	}
+
+	WfExecuteAsEngine(&plan, sql, 6, types, values, NULL);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		pg_uuid_t	step_id;
+		pg_uuid_t	run_id;
+		char	   *to = WfResultText(r, 4);
+
+		if (strcmp(to, "RUNNING") == 0 || strcmp(to, "ENQUEUED") == 0)
+			continue;
+		WfResultUuid(r, 1, &step_id);
+		WfResultUuid(r, 2, &run_id);
+		WfNoteStepTerminal(&run_id, (int16) WfResultInt32(r, 3), &step_id,
+						   to, WF_COUNT_ACTIVE);
+	}
+}
+
+/*
+ * workflow_job_queue_finish_statement writes the steps the statement's
+ * row triggers noted, then runs the cascade and the run counters for every
+ * step it finished (unless a batch call defers them to its own end).
  */
 Datum
 workflow_job_queue_finish_statement(PG_FUNCTION_ARGS)
@@ -256,12 +481,14 @@ workflow_job_queue_finish_statement(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
 		elog(ERROR, "job_queue_finish_statement: must be fired after each statement");
 
-	if (defer_depth > 0 || !WfHasPending())
+	if (n_syncs == 0 && (defer_depth > 0 || !WfHasPending()))
 		return PointerGetDatum(NULL);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfFinishPending();
+	FlushStepSyncs();
+	if (defer_depth == 0)
+		WfFinishPending();
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }

@@ -196,6 +196,7 @@ WfDiscardState(void)
 	engine_write_depth = 0;
 	WfDeferReset();
 	WfPendingReset();
+	WfSyncReset();
 	if (pending_context != NULL)
 		MemoryContextReset(pending_context);
 }
@@ -212,7 +213,7 @@ WfXactCallback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			if (WfHasPending())
+			if (WfHasPending() || WfPendingSyncs() > 0)
 				ereport(ERROR,
 						(errcode(WF_SQLSTATE_INTERNAL),
 						 errmsg(WF_INTERNAL_STATE ": terminal steps were collected but not processed")));
@@ -236,7 +237,10 @@ WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 				  SubTransactionId parentSubid, void *arg)
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
 		WfPendingAbortSub(mySubid);
+		WfSyncAbortSub(mySubid);
+	}
 }
 
 /*

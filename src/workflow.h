@@ -109,12 +109,15 @@ extern void WfFinishPending(void);
 extern bool WfHasPending(void);
 extern void WfPendingAbortSub(SubTransactionId subid);
 
-/* triggers.c: deferral of statement-end processing for batch calls */
+/* triggers.c: step moves noted per row, deferral of statement-end processing */
 extern void WfDeferFinishBegin(void);
 extern void WfDeferFinishEnd(void);
 extern void WfDeferReset(void);
 extern int	WfDeferDepth(void);
 extern void WfDeferRestore(int depth);
+extern int	WfPendingSyncs(void);
+extern void WfSyncReset(void);
+extern void WfSyncAbortSub(SubTransactionId subid);
 
 /* status.c: run counters, status recomputation, notification */
 extern void WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard,
