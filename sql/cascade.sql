@@ -225,5 +225,18 @@ SELECT count(*) AS advisory_locks FROM pg_locks
 COMMIT;
 SELECT * FROM pg_temp.steps(:'r12');
 
+-- 13. one statement moves several steps in different ways: the reaper
+--     requeues one expired job and fails two on their last attempt
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t13", "max_attempts": 1},
+    {"key": "b", "job_type": "t13", "max_attempts": 3},
+    {"key": "c", "job_type": "t13", "max_attempts": 1},
+    {"key": "after_b", "job_type": "t13.after", "depends_on": ["b"]}]}') AS r13 \gset
+SELECT count(*) AS claimed FROM workflow.claim('w', ARRAY['t13'], 3);
+UPDATE workflow.job_queue SET leased_until = now() - interval '1 minute'
+ WHERE workflow_run_id = :'r13' AND status = 'RUNNING';
+SELECT workflow.reap_expired() AS expired;
+SELECT * FROM pg_temp.steps(:'r13');
+SELECT * FROM pg_temp.run(:'r13');
+
 -- every invariant holds at the end
 SELECT * FROM workflow.verify();
