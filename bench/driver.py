@@ -334,12 +334,7 @@ class Bench:
                                 " AND status = 'RUNNING' RETURNING id" % jt))
 
     def fill_bare(self, db, jt, n):
-        if n <= 0:
-            return
-        per = 1000 if n >= 2000 else max(1, n // 2)
-        tx = math.ceil(n / (2 * per))
-        self.pgbench(db, "fill", 2, "bare_enqueue_bulk.sql", transactions=tx,
-                     defines=dict(jt=jt, batch=per), label="fill-bare-" + jt)
+        self.fill_plain(db, jt, n, script="bare_enqueue_bulk.sql")
 
     def timed_bare(self, db, key, title, script, jt, guess, margin):
         """timed_queue on the bare SQL queue, at the workloads' client count."""
@@ -352,13 +347,15 @@ class Bench:
             recover=lambda: self.bare_recover(db, jt),
             note="bare SQL queue (bench.bare_jobs), not the engine")
 
-    def fill_plain(self, db, jt, n):
+    def fill_plain(self, db, jt, n, script="enqueue_bulk.sql"):
+        """Queues n jobs of jt, 1,000 per statement, with 2 clients."""
         if n <= 0:
             return
         per = 1000 if n >= 2000 else max(1, n // 2)
         tx = math.ceil(n / (2 * per))
-        self.pgbench(db, "fill", 2, "enqueue_bulk.sql", transactions=tx,
-                     defines=dict(jt=jt, batch=per), label="fill-" + jt)
+        self.pgbench(db, "fill", 2, script, transactions=tx,
+                     defines=dict(jt=jt, batch=per),
+                     label="fill-%s-%s" % (script.split(".")[0], jt))
 
     def fill_runs(self, db, defname, nruns):
         if nruns <= 0:
