@@ -391,7 +391,9 @@ GetClaimPlan(int types_mode, bool by_org, bool by_stage, int32 batch_size)
 	for (int i = 0; i < CLAIM_PLAN_SLOTS; i++)
 		if (cache[i].batch_size == batch_size)
 			return &cache[i];
-	slot = &cache[next_slot[types_mode][by_org][by_stage]++ % CLAIM_PLAN_SLOTS];
+	slot = &cache[next_slot[types_mode][by_org][by_stage]];
+	next_slot[types_mode][by_org][by_stage] =
+		(next_slot[types_mode][by_org][by_stage] + 1) % CLAIM_PLAN_SLOTS;
 	if (slot->plan != NULL)
 		SPI_freeplan(slot->plan);
 	if (slot->sql != NULL)
