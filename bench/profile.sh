@@ -5,11 +5,15 @@
 #
 # Starts its own cluster with default settings (as bench/run.sh does),
 # loads the bench schema, and for each workload runs 8 pgbench workers
-# (bench/claim_complete.sql, claim + complete_job in autocommit) while
-# `perf record -a -g` samples every CPU for N seconds (default 10):
+# in autocommit while `perf record -a -g` samples every CPU for N seconds
+# (default 10):
 #
-#   plain   plain jobs of one type (200000 queued)
-#   wide    steps of one run of 100000 independent steps
+#   plain        plain jobs of one type (200000 queued), claim + complete_job
+#                (bench/claim_complete.sql)
+#   wide         steps of one run of 100000 independent steps, the same
+#   batch        plain jobs (600000 queued), claim 50 + one complete_jobs
+#                (bench/claim_batch.sql)
+#   batch_steps  steps of 30000 runs of 10 steps (5 pairs), the same
 #
 # For each it writes DIR/<workload>.txt (default bench/results/profile):
 # the workers' rate, the inclusive share of the samples of the postgres
@@ -18,7 +22,7 @@
 # counters, commit), and the top functions by own samples.  PostgreSQL's
 # static functions show as addresses without the debug symbols package;
 # the list uses exported names only.  Installs linux-perf if missing.
-# Needs root (perf -a) and takes about 2 minutes.
+# Needs root (perf -a) and takes about 4 minutes.
 
 set -u
 
@@ -84,26 +88,27 @@ psql -d wf_profile -c "CREATE EXTENSION workflow" -f "$WORK/setup.sql" >/dev/nul
 mkdir -p "$OUT"
 
 FUNCS=(PostgresMain pg_parse_query pg_analyze_and_rewrite_fixedparams pg_plan_queries
-	PortalRun workflow_claim workflow_complete_job SPI_execute_plan btgettuple _bt_first
+	PortalRun workflow_claim workflow_complete_job workflow_complete_jobs SPI_execute_plan
+	btgettuple _bt_first
 	heap_lock_tuple heap_update _bt_doinsert standard_ExecutorStart stringToNode
 	workflow_job_queue_sync_step workflow_job_queue_finish_statement WfFinishPending
 	WfApplyRunDeltas CommitTransactionCommand XLogFlush)
 
 profile() {
-	local name=$1 jt=$2 setup=$3 report=$OUT/$1.txt
+	local name=$1 jt=$2 setup=$3 script=${4:-claim_complete.sql} report=$OUT/$1.txt
 	echo "== $name"
 	psql -d wf_profile -c "$setup" >/dev/null || return 1
 	psql -d wf_profile -c "VACUUM ANALYZE" >/dev/null
 	local secs=$((SECONDS_PROFILED + 6))
 	runuser -u postgres -- "$PGBIN/pgbench" -h "$WORK" -p 5432 -n -c "$CLIENTS" -j 2 \
-		-T "$secs" -D jt="$jt" -D idle_us=1000 -f "$WORK/claim_complete.sql" wf_profile \
+		-T "$secs" -D jt="$jt" -D idle_us=1000 -D batch=50 -f "$WORK/$script" wf_profile \
 		>"$WORK/$name.pgbench" 2>&1 &
 	local pgb=$!
 	sleep 3
 	"$PERF" record -q -a -g -o "$WORK/$name.perf" -- sleep "$SECONDS_PROFILED" >/dev/null 2>&1
 	wait "$pgb"
 	{
-		echo "# $name: $CLIENTS clients, bench/claim_complete.sql, job type $jt"
+		echo "# $name: $CLIENTS clients, bench/$script, job type $jt"
 		echo "# $(nproc) cores; perf record -a -g for $SECONDS_PROFILED s in the middle of a $secs s run"
 		grep -E "^(tps|latency average)" "$WORK/$name.pgbench" | sed 's/^/# /'
 		echo
@@ -131,4 +136,11 @@ profile plain bench.plain \
 profile wide bench.wide \
 	"SELECT workflow.start_run(jsonb_build_object('steps',
 	    (SELECT jsonb_agg(bench.job_step(i, 'bench.wide')) FROM generate_series(1, 100000) i)))"
+profile batch bench.batch \
+	"SELECT count(workflow.enqueue('bench.batch')) FROM generate_series(1, 600000)" \
+	claim_batch.sql
+profile batch_steps bench.bsteps \
+	"SELECT count(workflow.start_run(bench.def_pairs(10, 'bench.bsteps')))
+	   FROM generate_series(1, 30000)" \
+	claim_batch.sql
 echo "profiles written to $OUT"
