@@ -32,6 +32,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 PGBIN = "/usr/lib/postgresql/15/bin"
@@ -89,6 +90,7 @@ GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "event_cost",
 
 IDLE_US = 1000          # a polling worker's sleep after an empty claim
 BATCH = 50              # claim batch size
+VACUUM_EVERY = 10        # seconds between the VACUUMs of the scheduled-VACUUM variants
 PURGE_BATCH = 1000       # runs and plain jobs per purge() call in the bloat workload
 ENQUEUE_BULK = 100      # enqueues per bulk statement
 MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
@@ -371,14 +373,45 @@ class Bench:
     # ------------------------------------------------------------------
     # generic measurements
 
+    def vacuuming(self, db, every):
+        """A context in which job_queue and workflow_steps are vacuumed
+        every `every` seconds, as README.md's pg_cron schedule would do;
+        a no-op when every is None.  Its .passes counts the VACUUMs."""
+        bench = self
+
+        class Vacuumer:
+            passes = 0
+
+            def __enter__(self):
+                self.stop = threading.Event()
+                self.thread = None
+                if every:
+                    self.thread = threading.Thread(target=self.loop, daemon=True)
+                    self.thread.start()
+                return self
+
+            def loop(self):
+                while not self.stop.wait(every):
+                    bench.sql(db, "VACUUM workflow.job_queue, workflow.workflow_steps")
+                    self.passes += 1
+
+            def __exit__(self, *exc):
+                self.stop.set()
+                if self.thread:
+                    self.thread.join()
+                return False
+
+        return Vacuumer()
+
     def timed_queue(self, db, key, title, group, clients, script, jt, unit,
                     available, fill, guess, margin, extra_defines=None, note="",
-                    succeeded=None, recover=None):
+                    succeeded=None, recover=None, vacuum_every=None):
         """-T runs of a worker script against a prefilled queue.  Rate =
         completed / duration from the database.  A run that empties the
         queue is repeated with a larger fill.  succeeded() and recover()
         count the completed jobs and finish orphans (default: jobs of jt
-        in workflow.job_queue)."""
+        in workflow.job_queue).  With vacuum_every, the queue tables are
+        vacuumed that often while pgbench runs."""
         cfg = self.cfg
         succeeded = succeeded or (lambda: self.jobs(db, jt, "SUCCEEDED"))
         recover = recover or (lambda: self.recover_orphans(db, jt))
@@ -397,8 +430,9 @@ class Bench:
         if have < need:
             fill(need - have)
         done0 = succeeded()
-        r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
-                         label=key + "-calibrate")
+        with self.vacuuming(db, vacuum_every):
+            r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
+                             label=key + "-calibrate")
         recover()
         done = succeeded() - done0
         est = max(done / max(r["duration"] or cal, 0.1), 1.0)
@@ -414,8 +448,9 @@ class Bench:
                     fill(need - have)
                 mark = self.log_mark()
                 done0 = succeeded()
-                r = self.pgbench(db, key, clients, script, duration=T,
-                                 defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
+                with self.vacuuming(db, vacuum_every) as vac:
+                    r = self.pgbench(db, key, clients, script, duration=T,
+                                     defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
                 orphans = recover()
                 e1, e2 = self.check_log(key, mark)
                 done = succeeded() - done0 - orphans
@@ -435,7 +470,8 @@ class Bench:
                         tx=r["tx"], failed=r["failed"], ser_failures=r["ser"],
                         dl_failures=r["dl"], retried=r["retried"], retries=r["retries"],
                         e40001=e1, e40P01=e2, orphans=orphans,
-                        note=note + ("; queue ran dry" if left == 0 else ""))
+                        note=note + ("; queue ran dry" if left == 0 else "")
+                        + ("; %d VACUUMs" % vac.passes if vacuum_every else ""))
             self.say("  %s c=%d rep %d/%d: %.0f %s (40001 %d, 40P01 %d)"
                      % (key, clients, rep, cfg["reps"], rate, unit, e1, e2))
 
@@ -552,6 +588,15 @@ class Bench:
                 available=lambda: self.queued(db, jt),
                 fill=lambda n: self.fill_plain(db, jt, n),
                 guess=ref(c), margin=4 * c)
+        # the same with VACUUM on a schedule (README.md), at the client count
+        jt = "bench.plain_vacuum"
+        self.timed_queue(
+            db, "queue.single_vacuum",
+            "plain jobs: claim + complete_job, VACUUM every %d s" % VACUUM_EVERY,
+            "queue", c8, "claim_complete.sql", jt, "jobs/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_plain(db, jt, n),
+            guess=ref(c8), margin=4 * c8, vacuum_every=VACUUM_EVERY)
         # the same without a job_type filter: nothing else may be queued
         self.sql(db, "SELECT count(workflow.cancel_job(id)) FROM workflow.job_queue"
                      " WHERE status = 'QUEUED'")
@@ -609,6 +654,14 @@ class Bench:
                         "bare SQL queue: claim %d + complete them in one statement" % BATCH,
                         "bare_claim_batch.sql", "bench.bare", guess=ref * 6,
                         margin=4 * c8 * BATCH)
+        jt = "bench.batch_vacuum"
+        self.timed_queue(
+            db, "queue.batch_vacuum",
+            "plain jobs: claim %d + one complete_jobs, VACUUM every %d s"
+            % (BATCH, VACUUM_EVERY), "queue", c8, "claim_batch.sql", jt, "jobs/s",
+            available=lambda: self.queued(db, jt),
+            fill=lambda n: self.fill_plain(db, jt, n),
+            guess=ref * 4, margin=4 * c8 * BATCH, vacuum_every=VACUUM_EVERY)
         jt = "bench.bsteps"
         self.put_def(db, "pairs10b", "bench.def_pairs(10, '%s')" % jt)
         self.timed_queue(

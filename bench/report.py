@@ -156,17 +156,23 @@ def targets(S, ref, meta, rows):
                       measured=f(measured), met="met" if ok else "MISSED",
                       pct="%.0f%%" % pct, detail=detail))
 
-    def bare(key):
+    def bare(key, vacuum_key):
+        out = []
         r = ratio(key, c)
-        return "bare SQL queue in the same run: %.2f x" % r if r is not None else ""
+        if r is not None:
+            out.append("bare SQL queue in the same run: %.2f x" % r)
+        r = ratio(vacuum_key, c)
+        if r is not None:
+            out.append("with VACUUM every 10 s: %.2f x" % r)
+        return "; ".join(out)
 
     add("plain jobs claim + complete_job, %d clients, x pgbench -N" % c, ">=", 0.60,
-        ratio("queue.single", c), bare("queue.bare_single"))
+        ratio("queue.single", c), bare("queue.bare_single", "queue.single_vacuum"))
     add("steps of one %d-step run of independent steps, %d clients, with %d due jobs"
         " of another type queued, x pgbench -N" % (cfg["wide"], c, cfg["backlog"]),
         ">=", 0.30, ratio("dag.wide", c))
     add("claim 50 + complete_jobs, plain jobs, jobs/s x pgbench -N", ">=", 4.0,
-        ratio("queue.batch", c), bare("queue.bare_batch"))
+        ratio("queue.batch", c), bare("queue.bare_batch", "queue.batch_vacuum"))
     add("claim 50 + complete_jobs, steps of many concurrent 10-step runs, x pgbench -N",
         ">=", 2.0, ratio("queue.batch_steps", c))
     a, b = get("queue.single_backlog", c), get("queue.single", c)
