@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: the benchmark suite of the workflow extension (make bench).
 #
-#   bash bench/run.sh            full run (about 45 minutes on 2 cores)
+#   bash bench/run.sh            full run (about 30 minutes on 2 cores)
 #   bash bench/run.sh --quick    the same workloads, shorter (10-15 minutes)
 #   bash bench/run.sh --smoke    every workload once on tiny sizes (< 2 minutes);
 #                                make test runs this to keep the scripts working
