@@ -91,6 +91,7 @@ GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "event_cost",
 IDLE_US = 1000          # a polling worker's sleep after an empty claim
 BATCH = 50              # claim batch size
 VACUUM_EVERY = 10        # seconds between the VACUUMs of the scheduled-VACUUM variants
+QUEUE_TABLES = "workflow.job_queue, workflow.workflow_steps"
 PURGE_BATCH = 1000       # runs and plain jobs per purge() call in the bloat workload
 ENQUEUE_BULK = 100      # enqueues per bulk statement
 MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
@@ -347,7 +348,8 @@ class Bench:
             guess=guess, margin=margin,
             succeeded=lambda: self.bare_jobs(db, jt, "SUCCEEDED"),
             recover=lambda: self.bare_recover(db, jt),
-            note="bare SQL queue (bench.bare_jobs), not the engine")
+            note="bare SQL queue (bench.bare_jobs), not the engine",
+            tables="bench.bare_jobs")
 
     def fill_plain(self, db, jt, n, script="enqueue_bulk.sql"):
         """Queues n jobs of jt, 1,000 per statement, with 2 clients."""
@@ -373,9 +375,8 @@ class Bench:
     # ------------------------------------------------------------------
     # generic measurements
 
-    def vacuuming(self, db, every):
-        """A context in which job_queue and workflow_steps are vacuumed
-        every `every` seconds, as README.md's pg_cron schedule would do;
+    def vacuuming(self, db, every, tables=QUEUE_TABLES):
+        """A context in which tables are vacuumed every `every` seconds, as README.md's pg_cron schedule would do;
         a no-op when every is None.  Its .passes counts the VACUUMs."""
         bench = self
 
@@ -392,7 +393,7 @@ class Bench:
 
             def loop(self):
                 while not self.stop.wait(every):
-                    bench.sql(db, "VACUUM workflow.job_queue, workflow.workflow_steps")
+                    bench.sql(db, "VACUUM " + tables)
                     self.passes += 1
 
             def __exit__(self, *exc):
@@ -405,13 +406,17 @@ class Bench:
 
     def timed_queue(self, db, key, title, group, clients, script, jt, unit,
                     available, fill, guess, margin, extra_defines=None, note="",
-                    succeeded=None, recover=None, vacuum_every=None):
+                    succeeded=None, recover=None, vacuum_every=None,
+                    tables=QUEUE_TABLES):
         """-T runs of a worker script against a prefilled queue.  Rate =
         completed / duration from the database.  A run that empties the
         queue is repeated with a larger fill.  succeeded() and recover()
         count the completed jobs and finish orphans (default: jobs of jt
-        in workflow.job_queue).  With vacuum_every, the queue tables are
-        vacuumed that often while pgbench runs."""
+        in workflow.job_queue).  Each run starts after a VACUUM of tables,
+        untimed, so that a repetition does not inherit the dead claim-index
+        entries of the one before (pgbench vacuums its own tables before a
+        run the same way unless given -n).  With vacuum_every, tables are
+        also vacuumed that often while pgbench runs."""
         cfg = self.cfg
         succeeded = succeeded or (lambda: self.jobs(db, jt, "SUCCEEDED"))
         recover = recover or (lambda: self.recover_orphans(db, jt))
@@ -430,7 +435,8 @@ class Bench:
         if have < need:
             fill(need - have)
         done0 = succeeded()
-        with self.vacuuming(db, vacuum_every):
+        self.sql(db, "VACUUM " + tables)
+        with self.vacuuming(db, vacuum_every, tables):
             r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
                              label=key + "-calibrate")
         recover()
@@ -446,9 +452,10 @@ class Bench:
                 have = available()
                 if have < need:
                     fill(need - have)
+                self.sql(db, "VACUUM " + tables)
                 mark = self.log_mark()
                 done0 = succeeded()
-                with self.vacuuming(db, vacuum_every) as vac:
+                with self.vacuuming(db, vacuum_every, tables) as vac:
                     r = self.pgbench(db, key, clients, script, duration=T,
                                      defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
                 orphans = recover()
