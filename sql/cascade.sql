@@ -2,6 +2,11 @@
 -- run status, driven through the queue API and through direct UPDATEs.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
+-- The engine's statements that join a list of moves to their rows then
+-- run as nested loops in the list's order, in which case 15 below can tell
+-- a right outcome from a wrong one (a hash join happened to hide it).
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies;
 
@@ -238,5 +243,68 @@ SELECT workflow.reap_expired() AS expired;
 SELECT * FROM pg_temp.steps(:'r13');
 SELECT * FROM pg_temp.run(:'r13');
 
+-- 14. a user trigger that updates job_queue inside a block it rolls back
+--     does not take the step move of the statement that fired it along
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t14"},
+    {"key": "after_a", "job_type": "t14.after", "depends_on": ["a"]}]}') AS r14 \gset
+CREATE FUNCTION pg_temp.nested_rollback() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        UPDATE workflow.job_queue SET priority = priority WHERE false;
+        PERFORM 1 / 0;
+    EXCEPTION WHEN division_by_zero THEN
+        NULL;
+    END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_nested AFTER UPDATE ON workflow.job_queue
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.nested_rollback();
+SELECT pg_temp.work(:'r14', 'a', 'ok');
+DROP TRIGGER zz_nested ON workflow.job_queue;
+SELECT * FROM pg_temp.steps(:'r14');
+SELECT * FROM pg_temp.run(:'r14');
+
+-- 15. a user trigger that cancels a job as it is claimed: the step is
+--     claimed, then canceled, in that order, within one statement
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t15"},
+    {"key": "after_a", "job_type": "t15.after", "depends_on": ["a"]}]}') AS r15 \gset
+CREATE FUNCTION pg_temp.cancel_on_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM workflow.cancel_job(NEW.id, 'not today');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_cancel AFTER UPDATE ON workflow.job_queue
+    FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING'
+                       AND NEW.job_type = 't15')
+    EXECUTE FUNCTION pg_temp.cancel_on_claim();
+SELECT status AS claimed_as FROM workflow.claim('w', ARRAY['t15']);
+DROP TRIGGER zz_cancel ON workflow.job_queue;
+SELECT status FROM workflow.job_queue WHERE workflow_run_id = :'r15';
+SELECT * FROM pg_temp.steps(:'r15');
+SELECT * FROM pg_temp.run(:'r15');
+
+-- 16. a user trigger on workflow_steps that cancels the queued siblings of
+--     a step that failed, while the engine is writing that step
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "t16"},
+    {"key": "b", "job_type": "t16.sibling"}, {"key": "c", "job_type": "t16.sibling"},
+    {"key": "after_b", "job_type": "t16.after", "depends_on": ["b"]}]}') AS r16 \gset
+CREATE FUNCTION pg_temp.cancel_siblings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM workflow.cancel_job(j.id, 'sibling failed')
+       FROM workflow.job_queue j
+      WHERE j.workflow_run_id = NEW.workflow_run_id AND j.status = 'QUEUED'
+      ORDER BY j.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_siblings AFTER UPDATE ON workflow.workflow_steps
+    FOR EACH ROW WHEN (NEW.status = 'FAILED' AND OLD.status <> 'FAILED')
+    EXECUTE FUNCTION pg_temp.cancel_siblings();
+SELECT pg_temp.work(:'r16', 'a', 'fail');
+DROP TRIGGER zz_siblings ON workflow.workflow_steps;
+SELECT * FROM pg_temp.steps(:'r16');
+SELECT * FROM pg_temp.run(:'r16');
+
 -- every invariant holds at the end
+RESET enable_hashjoin;
+RESET enable_mergejoin;
 SELECT * FROM workflow.verify();

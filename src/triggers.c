@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "utils/builtins.h"
@@ -40,8 +41,14 @@ static int	defer_depth = 0;
  * ENQUEUED or the job's terminal status) and the job's values it takes,
  * copied into sync_context.  The statement trigger writes them in the
  * order they were noted, which is the order the statement updated the
- * jobs, so the step rows are locked in the same order as when each row
- * trigger wrote its own step.
+ * jobs.
+ *
+ * A user's row trigger may itself update job_queue, and its statement
+ * then ends before the one that fired it.  Such a statement writes only
+ * the moves noted in its own subtransaction (or in subtransactions it
+ * committed): those of the outer statement must survive a rollback of
+ * the inner one.  Since a subtransaction's id is larger than every id
+ * handed out before it began, these moves are the tail of the list.
  */
 typedef struct StepSync
 {
@@ -61,10 +68,13 @@ static StepSync *syncs = NULL;
 static int	n_syncs = 0;
 static int	max_syncs = 0;
 static MemoryContext sync_context = NULL;
+static int	flush_depth = 0;	/* FlushStepSyncs calls in progress */
 
 static void SyncStepClaimed(const StepSync *sync);
 static void SyncStepRequeued(const StepSync *sync);
-static void SyncStepTerminal(const StepSync *sync);
+static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
+							 int16 *shard);
+static void SyncStepsInOrder(const StepSync *items, int n);
 static void SyncSteps(const StepSync *items, int n);
 
 /*
@@ -135,6 +145,7 @@ WfSyncReset(void)
 	syncs = NULL;
 	n_syncs = 0;
 	max_syncs = 0;
+	flush_depth = 0;
 	if (sync_context != NULL)
 		MemoryContextReset(sync_context);
 }
@@ -253,34 +264,67 @@ IsTerminalSync(const StepSync *sync)
 	return strcmp(sync->to, "RUNNING") != 0 && strcmp(sync->to, "ENQUEUED") != 0;
 }
 
+/* Whether a step appears twice among items. */
+static bool
+HasRepeatedStep(const StepSync *items, int n)
+{
+	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * n);
+	bool		repeated = false;
+
+	for (int i = 0; i < n; i++)
+		ids[i] = items[i].step_id;
+	qsort(ids, n, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	for (int i = 1; i < n && !repeated; i++)
+		repeated = WfUuidCompare(&ids[i - 1], &ids[i]) == 0;
+	pfree(ids);
+	return repeated;
+}
+
 /*
- * FlushStepSyncs writes the step moves noted so far.  The caller is
- * connected to SPI.  The list is detached first: nothing written here
- * updates job_queue, and the memory is kept until the write is done.
+ * FlushStepSyncs writes the step moves noted in the current subtransaction
+ * (the tail of the list).  The caller is connected to SPI.
+ *
+ * The tail is copied out and cut off first, because a user's trigger on
+ * workflow_steps may update job_queue while these moves are written, and
+ * that statement notes and writes moves of its own.  Their values stay in
+ * sync_context, which is not reset while any flush is still running.
  */
 static void
 FlushStepSyncs(void)
 {
-	StepSync   *items = syncs;
-	int			n = n_syncs;
+	SubTransactionId subid = GetCurrentSubTransactionId();
+	StepSync   *items;
+	int			first = n_syncs;
+	int			n;
 
+	while (first > 0 && syncs[first - 1].subid >= subid)
+		first--;
+	n = n_syncs - first;
 	if (n == 0)
 		return;
-	syncs = NULL;
-	n_syncs = 0;
-	max_syncs = 0;
-	if (n == 1)
+	items = palloc(sizeof(StepSync) * n);
+	memcpy(items, syncs + first, sizeof(StepSync) * n);
+	n_syncs = first;
+
+	flush_depth++;
+	PG_TRY();
 	{
-		if (strcmp(items[0].to, "RUNNING") == 0)
-			SyncStepClaimed(&items[0]);
-		else if (strcmp(items[0].to, "ENQUEUED") == 0)
-			SyncStepRequeued(&items[0]);
+		/*
+		 * One statement cannot move a row twice: when a user's trigger moved
+		 * a step's job again within the statement, the moves go one by one.
+		 */
+		if (n == 1 || HasRepeatedStep(items, n))
+			SyncStepsInOrder(items, n);
 		else
-			SyncStepTerminal(&items[0]);
+			SyncSteps(items, n);
 	}
-	else
-		SyncSteps(items, n);
-	if (n_syncs == 0)
+	PG_FINALLY();
+	{
+		flush_depth--;
+	}
+	PG_END_TRY();
+	pfree(items);
+	if (n_syncs == 0 && flush_depth == 0)
 		WfSyncReset();
 }
 
@@ -332,10 +376,11 @@ SyncStepRequeued(const StepSync *sync)
 
 /*
  * A terminal job finishes its step, unless the step is terminal already
- * (cancel_run marks steps before their jobs), and reports it.
+ * (cancel_run marks steps before their jobs).  Returns whether it did, with
+ * the step's run and counter shard.
  */
-static void
-SyncStepTerminal(const StepSync *sync)
+static bool
+SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -356,7 +401,6 @@ SyncStepTerminal(const StepSync *sync)
 	TEXTOID, TIMESTAMPTZOID};
 	Datum		values[6];
 	char		nulls[6] = "      ";
-	pg_uuid_t	run_id;
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
 	values[1] = CStringGetTextDatum(sync->to);
@@ -369,10 +413,42 @@ SyncStepTerminal(const StepSync *sync)
 
 	WfExecuteAsEngine(&plan, sql, 6, types, values, nulls);
 	if (SPI_processed == 0)
-		return;
-	WfResultUuid(0, 1, &run_id);
-	WfNoteStepTerminal(&run_id, (int16) WfResultInt32(0, 2), &sync->step_id,
-					   sync->to, WF_COUNT_ACTIVE);
+		return false;
+	WfResultUuid(0, 1, run_id);
+	*shard = (int16) WfResultInt32(0, 2);
+	return true;
+}
+
+/*
+ * SyncStepsInOrder writes moves one statement each, in the order noted.
+ * The finished steps are reported only once every move is written: a
+ * statement that a user's trigger runs in between, in a subtransaction of
+ * its own, must not take them into that subtransaction's cascade.
+ */
+static void
+SyncStepsInOrder(const StepSync *items, int n)
+{
+	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * n);
+	int16	   *shards = palloc(sizeof(int16) * n);
+	bool	   *finished = palloc(sizeof(bool) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		finished[i] = false;
+		if (strcmp(items[i].to, "RUNNING") == 0)
+			SyncStepClaimed(&items[i]);
+		else if (strcmp(items[i].to, "ENQUEUED") == 0)
+			SyncStepRequeued(&items[i]);
+		else
+			finished[i] = SyncStepTerminal(&items[i], &runs[i], &shards[i]);
+	}
+	for (int i = 0; i < n; i++)
+		if (finished[i])
+			WfNoteStepTerminal(&runs[i], shards[i], &items[i].step_id,
+							   items[i].to, WF_COUNT_ACTIVE);
+	pfree(runs);
+	pfree(shards);
+	pfree(finished);
 }
 
 /*
