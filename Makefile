@@ -2,7 +2,8 @@
 
 EXTENSION = workflow
 MODULE_big = workflow
-DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql
+DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
+	workflow--1.2--1.3.sql
 OBJS = \
 	src/workflow.o \
 	src/spi_util.o \
@@ -14,7 +15,8 @@ OBJS = \
 	src/external.o \
 	src/cancel.o \
 	src/triggers.o \
-	src/purge.o
+	src/purge.o \
+	src/privilege.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=workflow

@@ -1,5 +1,6 @@
 -- An installed 1.0 updates in place, with its runs, to the default version
--- (through 1.1); an installed 1.1 updates to 1.2.
+-- (through 1.1 and 1.2); an installed 1.1 updates to 1.2, then on.  Until
+-- it is updated, an old database is refused with workflow.version_mismatch.
 \set VERBOSITY terse
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow VERSION '1.0';
@@ -17,6 +18,13 @@ VALUES ('00000000-0000-0000-0000-0000000000b1', '00000000-0000-0000-0000-0000000
 INSERT INTO workflow.job_queue (id, job_type, workflow_run_id, workflow_step_id, generation)
 VALUES ('00000000-0000-0000-0000-0000000000c1', 'up.only',
         '00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000b1', 0);
+-- this library refuses the 1.0 objects with a clear error, not deep inside
+-- a trigger, and tells what to do
+\set VERBOSITY default
+SELECT * FROM workflow.claim('w', ARRAY['up.only']);
+SELECT workflow.cancel_run('00000000-0000-0000-0000-0000000000a1');
+\set VERBOSITY terse
+SELECT status FROM workflow.job_queue;
 
 ALTER EXTENSION workflow UPDATE;
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
@@ -40,6 +48,10 @@ TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_count
 -- a second job for one step release
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow VERSION '1.1';
+-- a 1.1 database is refused too, until it is updated
+\set VERBOSITY default
+SELECT workflow.enqueue('up.plain');
+\set VERBOSITY terse
 SELECT conname, contype FROM pg_catalog.pg_constraint
  WHERE conrelid = 'workflow.job_queue'::regclass AND contype = 'u';
 ALTER EXTENSION workflow UPDATE TO '1.2';
@@ -50,5 +62,7 @@ INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
 VALUES ('up.dup', '00000000-0000-7000-8000-0000000000d1', 0);
 INSERT INTO workflow.job_queue (job_type, workflow_step_id, generation)
 VALUES ('up.dup', '00000000-0000-7000-8000-0000000000d1', 0);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
 SELECT count(workflow.enqueue('up.plain')) AS plain_jobs FROM generate_series(1, 2);
 TRUNCATE workflow.job_queue;

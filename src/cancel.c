@@ -27,6 +27,8 @@
 
 PG_FUNCTION_INFO_V1(workflow_cancel_run);
 
+static Datum CancelRun(PG_FUNCTION_ARGS);
+
 static const char *live_jobs_sql_base =
 	"SELECT j.id FROM workflow.job_queue j"
 	" WHERE j.id" OP("=") "ANY (ARRAY(SELECT s.job_id FROM workflow.workflow_steps s"
@@ -43,8 +45,8 @@ RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
 }
 
 /* workflow_cancel_run cancels a run and everything in it not yet finished. */
-Datum
-workflow_cancel_run(PG_FUNCTION_ARGS)
+static Datum
+CancelRun(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr lock_plan = NULL;
 	static SPIPlanPtr relock_plan = NULL;
@@ -96,7 +98,7 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 		"  COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled"
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "$1) t"
-		" WHERE r.id" OP("=") "$1";
+		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
 	static const Oid finish_types[2] = {UUIDOID, INT4OID};
 	pg_uuid_t  *run_id;
 	char	   *reason = NULL;
@@ -179,7 +181,22 @@ workflow_cancel_run(PG_FUNCTION_ARGS)
 	values[1] = Int32GetDatum(ncanceled);
 	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
 			  false, 0);
-	WfNotifyRunTerminal(run_id, "CANCELED");
+	{
+		pg_uuid_t	org;
+		bool		has_org = WfResultUuid(0, 1, &org);
+
+		WfNotifyRunTerminal(run_id, has_org ? &org : NULL, "CANCELED");
+	}
 	SPI_finish();
 	PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
+}
+
+/*
+ * The SQL-callable entry points: each body runs as the extension's owner,
+ * confined to the caller's organizations (privilege.c).
+ */
+Datum
+workflow_cancel_run(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(CancelRun, fcinfo);
 }

@@ -33,6 +33,7 @@
 #define WF_RUN_ALREADY_TERMINAL			"workflow.run_already_terminal"
 #define WF_JOB_CANCELED					"job.canceled"
 #define WF_JOB_NOT_RUNNING				"job.not_running"
+#define WF_VERSION_MISMATCH				"workflow.version_mismatch"
 
 /* conflict: 23505 */
 #define WF_SQLSTATE_CONFLICT			ERRCODE_UNIQUE_VIOLATION
@@ -45,6 +46,10 @@
 #define WF_SQLSTATE_RETRY				ERRCODE_T_R_SERIALIZATION_FAILURE
 #define WF_RELEASE_CONFLICT				"workflow.release_conflict"
 #define WF_JOB_LEASE_LOST				"job.lease_lost"
+
+/* not allowed: 42501 */
+#define WF_SQLSTATE_FORBIDDEN			ERRCODE_INSUFFICIENT_PRIVILEGE
+#define WF_ORGANIZATION_FORBIDDEN		"workflow.organization_forbidden"
 
 /* isolation: 25000 */
 #define WF_SQLSTATE_ISOLATION			ERRCODE_INVALID_TRANSACTION_STATE

@@ -22,6 +22,8 @@
 
 PG_FUNCTION_INFO_V1(workflow_complete_external_step);
 
+static Datum CompleteExternalStep(PG_FUNCTION_ARGS);
+
 /* column positions in the workflow_steps row (SELECT s.*) */
 static int
 StepColumn(const char *name)
@@ -43,8 +45,8 @@ OptionalText(FunctionCallInfo fcinfo, int n)
  * workflow_complete_external_step finishes a WAITING_FOR_EXTERNAL step, or
  * returns it unchanged when the same completion is repeated.
  */
-Datum
-workflow_complete_external_step(PG_FUNCTION_ARGS)
+static Datum
+CompleteExternalStep(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr step_plan = NULL;
 	static const char *step_sql =
@@ -194,4 +196,14 @@ workflow_complete_external_step(PG_FUNCTION_ARGS)
 	WfFinishPending();
 	SPI_finish();
 	PG_RETURN_DATUM(result);
+}
+
+/*
+ * The SQL-callable entry points: each body runs as the extension's owner,
+ * confined to the caller's organizations (privilege.c).
+ */
+Datum
+workflow_complete_external_step(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(CompleteExternalStep, fcinfo);
 }

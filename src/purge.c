@@ -45,6 +45,8 @@
 
 PG_FUNCTION_INFO_V1(workflow_purge);
 
+static Datum Purge(PG_FUNCTION_ARGS);
+
 #define WF_MAX_PURGE_BATCH	100000
 
 static TimestampTz PurgeCutoff(Interval *older_than);
@@ -57,8 +59,8 @@ static int64 PurgePlainJobs(TimestampTz cutoff, int32 batch_size);
  * workflow_purge deletes finished runs and finished plain jobs older than
  * older_than, at most batch_size of each, and returns how many it deleted.
  */
-Datum
-workflow_purge(PG_FUNCTION_ARGS)
+static Datum
+Purge(PG_FUNCTION_ARGS)
 {
 	Interval   *older_than;
 	int32		batch_size;
@@ -138,17 +140,23 @@ PurgeRuns(TimestampTz cutoff, int32 batch_size)
 		"SELECT r.id FROM workflow.workflow_runs r"
 		" WHERE r.finished_at" OP("<") "$1"
 		" AND r.status" OP("=") "ANY ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED}'::workflow.run_status[])"
+		" AND ($3::pg_catalog.uuid[] IS NULL OR r.organization_id" OP("=") "ANY ($3))"
 		" ORDER BY r.finished_at, r.id LIMIT $2"
 		" FOR UPDATE SKIP LOCKED";
-	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2];
+	static const Oid types[3] = {TIMESTAMPTZOID, INT4OID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		unconfined;
 	uint64		nruns;
 	pg_uuid_t  *runs;
 	int64		deleted = 0;
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int32GetDatum(batch_size);
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	/* a tenant role purges only its organizations' runs */
+	values[2] = WfCallOrganizationsArray(&unconfined);
+	nulls[2] = unconfined ? 'n' : ' ';
+	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	nruns = SPI_processed;
 	if (nruns == 0)
 		return 0;
@@ -276,14 +284,29 @@ PurgePlainJobs(TimestampTz cutoff, int32 batch_size)
 		"  WHERE j.workflow_run_id IS NULL"
 		"  AND j.status" OP("=") "ANY ('{SUCCEEDED,FAILED,CANCELED}'::workflow.job_status[])"
 		"  AND j.finished_at" OP("<") "$1"
+		"  AND ($3::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($3))"
 		"  ORDER BY j.finished_at, j.id LIMIT $2"
 		"  FOR UPDATE SKIP LOCKED)"
 		" DELETE FROM workflow.job_queue j USING c WHERE j.id" OP("=") "c.id";
-	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2];
+	static const Oid types[3] = {TIMESTAMPTZOID, INT4OID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		unconfined;
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int32GetDatum(batch_size);
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	values[2] = WfCallOrganizationsArray(&unconfined);
+	nulls[2] = unconfined ? 'n' : ' ';
+	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	return (int64) SPI_processed;
+}
+
+/*
+ * The SQL-callable entry points: each body runs as the extension's owner,
+ * confined to the caller's organizations (privilege.c).
+ */
+Datum
+workflow_purge(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(Purge, fcinfo);
 }

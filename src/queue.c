@@ -42,6 +42,17 @@ PG_FUNCTION_INFO_V1(workflow_reap_expired);
 PG_FUNCTION_INFO_V1(workflow_complete_jobs);
 PG_FUNCTION_INFO_V1(workflow_fail_jobs);
 
+static Datum Enqueue(PG_FUNCTION_ARGS);
+static Datum Claim(PG_FUNCTION_ARGS);
+static Datum Heartbeat(PG_FUNCTION_ARGS);
+static Datum CompleteJob(PG_FUNCTION_ARGS);
+static Datum FailJob(PG_FUNCTION_ARGS);
+static Datum ReleaseJob(PG_FUNCTION_ARGS);
+static Datum CancelJob(PG_FUNCTION_ARGS);
+static Datum ReapExpired(PG_FUNCTION_ARGS);
+static Datum CompleteJobs(PG_FUNCTION_ARGS);
+static Datum FailJobs(PG_FUNCTION_ARGS);
+
 #define WF_MAX_CLAIM_BATCH	1000
 #define WF_REAP_BATCH		100
 
@@ -63,6 +74,8 @@ typedef struct JobState
 	pg_uuid_t	step_id;
 	bool		has_run;
 	pg_uuid_t	run_id;
+	bool		has_org;
+	pg_uuid_t	org;
 } JobState;
 
 static void LockJobIfLate(const pg_uuid_t *job_id);
@@ -70,7 +83,7 @@ static void LockJobIfLate(const pg_uuid_t *job_id);
 static const char *job_state_columns =
 	"j.id, j.status::pg_catalog.text, j.lease_token, j.output,"
 	" j.last_error_code, j.last_error_message, j.attempt, j.max_attempts,"
-	" j.workflow_step_id, j.workflow_run_id";
+	" j.workflow_step_id, j.workflow_run_id, j.organization_id";
 
 /* --- argument helpers --- */
 
@@ -134,6 +147,10 @@ ReadJobState(uint64 row, JobState *job)
 	job->max_attempts = WfResultInt32(row, 8);
 	job->has_step = WfResultUuid(row, 9, &job->step_id);
 	job->has_run = WfResultUuid(row, 10, &job->run_id);
+	job->has_org = WfResultUuid(row, 11, &job->org);
+	/* another organization's job looks exactly like a missing one */
+	if (!WfCallSeesOrganization(job->has_org ? &job->org : NULL))
+		job->found = false;
 }
 
 /* FetchJob reads a job, locking it when lock is true. */
@@ -166,6 +183,24 @@ FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
 	job->id = *job_id;
 	if (SPI_processed == 1)
 		ReadJobState(0, job);
+}
+
+/*
+ * ConfineJob raises job.not_found for a job the confined caller may not
+ * see, before a call's fast path writes it by id and token.  Unconfined
+ * callers pay nothing.
+ */
+static void
+ConfineJob(const pg_uuid_t *job_id)
+{
+	JobState	job;
+
+	if (!WfCallConfined())
+		return;
+	FetchJob(job_id, false, &job);
+	if (!job.found)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_JOB_NOT_FOUND, "job %s does not exist",
+				 WfUuidString(job_id));
 }
 
 /*
@@ -234,8 +269,8 @@ RaiseNotRunning(const JobState *job)
 /* --- enqueue --- */
 
 /* workflow_enqueue adds a plain job and returns its id. */
-Datum
-workflow_enqueue(PG_FUNCTION_ARGS)
+static Datum
+Enqueue(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -247,6 +282,7 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 	Datum		values[8];
 	char		nulls[8] = "        ";
 	pg_uuid_t	id;
+	const pg_uuid_t *org;
 
 	values[0] = PointerGetDatum(ArgText(fcinfo, 0, "job_type"));
 	CheckJobType(DatumGetTextPP(values[0]));
@@ -266,8 +302,9 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(5) || PG_GETARG_INT32(5) < 1)
 		wf_invalid_argument("timeout_seconds must be at least 1");
 	values[5] = PG_GETARG_DATUM(5);
-	values[6] = PG_ARGISNULL(6) ? (Datum) 0 : PG_GETARG_DATUM(6);
-	nulls[6] = PG_ARGISNULL(6) ? 'n' : ' ';
+	org = WfCallOrganization(PG_ARGISNULL(6) ? NULL : PG_GETARG_UUID_P(6));
+	values[6] = org ? UUIDPGetDatum(org) : (Datum) 0;
+	nulls[6] = org ? ' ' : 'n';
 	values[7] = PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7);
 	nulls[7] = PG_ARGISNULL(7) ? 'n' : ' ';
 
@@ -300,17 +337,30 @@ workflow_enqueue(PG_FUNCTION_ARGS)
 #define CLAIM_TYPES_ONE		1
 #define CLAIM_TYPES_MANY	2
 
+/*
+ * By organization: none, the one given, or any of a tenant role's several
+ * (which reads the claim index of each type, or the one over all types,
+ * and filters).
+ */
+#define CLAIM_ORGS_ANY		0
+#define CLAIM_ORGS_ONE		1
+#define CLAIM_ORGS_MANY		2
+
 static char *
-ClaimSql(int types_mode, bool by_org, bool by_stage, int32 batch_size)
+ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
 {
 	char	   *limit = psprintf("%d", batch_size);
 	const char *filters;
 	char	   *locking;
 
 	filters = psprintf("%s%s%s",
-					   types_mode == CLAIM_TYPES_ANY && !by_org && !by_stage ?
+					   types_mode == CLAIM_TYPES_ANY &&
+					   orgs_mode != CLAIM_ORGS_ONE && !by_stage ?
 					   " AND j.priority" OP(">=") "'-2147483648'::pg_catalog.int4" : "",
-					   by_org ? " AND j.organization_id" OP("=") "$5" : "",
+					   orgs_mode == CLAIM_ORGS_ONE ?
+					   " AND j.organization_id" OP("=") "$5" :
+					   orgs_mode == CLAIM_ORGS_MANY ?
+					   " AND j.organization_id" OP("=") "ANY ($7)" : "",
 					   by_stage ? " AND j.stage" OP("=") "$6"
 					   " AND pg_catalog.hashtextextended(j.stage, 0)" OP("=")
 					   "pg_catalog.hashtextextended($6, 0)" : "");
@@ -381,19 +431,19 @@ typedef struct ClaimPlan
 } ClaimPlan;
 
 static ClaimPlan *
-GetClaimPlan(int types_mode, bool by_org, bool by_stage, int32 batch_size)
+GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
 {
-	static ClaimPlan slots[3][2][2][CLAIM_PLAN_SLOTS];
-	static int	next_slot[3][2][2];
-	ClaimPlan  *cache = slots[types_mode][by_org][by_stage];
+	static ClaimPlan slots[3][3][2][CLAIM_PLAN_SLOTS];
+	static int	next_slot[3][3][2];
+	ClaimPlan  *cache = slots[types_mode][orgs_mode][by_stage];
 	ClaimPlan  *slot;
 
 	for (int i = 0; i < CLAIM_PLAN_SLOTS; i++)
 		if (cache[i].batch_size == batch_size)
 			return &cache[i];
-	slot = &cache[next_slot[types_mode][by_org][by_stage]];
-	next_slot[types_mode][by_org][by_stage] =
-		(next_slot[types_mode][by_org][by_stage] + 1) % CLAIM_PLAN_SLOTS;
+	slot = &cache[next_slot[types_mode][orgs_mode][by_stage]];
+	next_slot[types_mode][orgs_mode][by_stage] =
+		(next_slot[types_mode][orgs_mode][by_stage] + 1) % CLAIM_PLAN_SLOTS;
 	if (slot->plan != NULL)
 		SPI_freeplan(slot->plan);
 	if (slot->sql != NULL)
@@ -401,23 +451,52 @@ GetClaimPlan(int types_mode, bool by_org, bool by_stage, int32 batch_size)
 	slot->batch_size = 0;
 	slot->plan = NULL;
 	slot->sql = MemoryContextStrdup(TopMemoryContext,
-									ClaimSql(types_mode, by_org, by_stage,
+									ClaimSql(types_mode, orgs_mode, by_stage,
 											 batch_size));
 	slot->batch_size = batch_size;
 	return slot;
 }
 
-/* workflow_claim leases up to batch_size due jobs to a worker. */
-Datum
-workflow_claim(PG_FUNCTION_ARGS)
+/*
+ * ClaimOrganizations sets the organization parameters of a claim ($5 one,
+ * $7 several) and returns its organization mode, or -1 when a confined
+ * caller names an organization that is not its own.
+ */
+static int
+ClaimOrganizations(FunctionCallInfo fcinfo, Datum *values, char *nulls)
 {
-	static const Oid types[6] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
-	UUIDOID, TEXTOID};
+	bool		isnull;
+
+	values[4] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
+	values[6] = (Datum) 0;
+	nulls[6] = 'n';
+	if (!PG_ARGISNULL(3))
+		return WfCallSeesOrganization(PG_GETARG_UUID_P(3)) ?
+			CLAIM_ORGS_ONE : -1;
+	if (!WfCallConfined())
+		return CLAIM_ORGS_ANY;
+	values[6] = WfCallOrganizationsArray(&isnull);
+	nulls[6] = ' ';
+	if (WfCallOrganizationCount() > 1)
+		return CLAIM_ORGS_MANY;
+	/* a tenant of one organization claims as if it had named it */
+	values[4] = UUIDPGetDatum(WfCallOrganization(NULL));
+	nulls[4] = ' ';
+	return CLAIM_ORGS_ONE;
+}
+
+/* workflow_claim leases up to batch_size due jobs to a worker. */
+static Datum
+Claim(PG_FUNCTION_ARGS)
+{
+	static const Oid types[7] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
+	UUIDOID, TEXTOID, UUIDARRAYOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[6];
-	char		nulls[6] = "      ";
+	Datum		values[7];
+	char		nulls[7] = "       ";
 	int			types_mode = CLAIM_TYPES_ANY;
-	bool		by_org = !PG_ARGISNULL(3);
+	int			orgs_mode;
 	bool		by_stage = !PG_ARGISNULL(4);
 	int32		batch_size;
 	ClaimPlan  *claim;
@@ -461,17 +540,18 @@ workflow_claim(PG_FUNCTION_ARGS)
 			nulls[2] = ' ';
 		}
 	}
-	values[4] = by_org ? PG_GETARG_DATUM(3) : (Datum) 0;
-	nulls[4] = by_org ? ' ' : 'n';
+	orgs_mode = ClaimOrganizations(fcinfo, values, nulls);
 	values[5] = by_stage ? PG_GETARG_DATUM(4) : (Datum) 0;
 	nulls[5] = by_stage ? ' ' : 'n';
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (orgs_mode < 0)
+		return (Datum) 0;		/* another organization's jobs: none to see */
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	claim = GetClaimPlan(types_mode, by_org, by_stage, batch_size);
-	WfExecuteGeneric(&claim->plan, claim->sql, 6, types, values, nulls);
+	claim = GetClaimPlan(types_mode, orgs_mode, by_stage, batch_size);
+	WfExecuteGeneric(&claim->plan, claim->sql, 7, types, values, nulls);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
 	SPI_finish();
@@ -482,8 +562,8 @@ workflow_claim(PG_FUNCTION_ARGS)
 /* --- heartbeat --- */
 
 /* workflow_heartbeat extends a held lease and returns the new expiry. */
-Datum
-workflow_heartbeat(PG_FUNCTION_ARGS)
+static Datum
+Heartbeat(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -505,6 +585,7 @@ workflow_heartbeat(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	if (SPI_processed == 1)
@@ -524,8 +605,8 @@ workflow_heartbeat(PG_FUNCTION_ARGS)
 /* --- complete --- */
 
 /* workflow_complete_job records a job's success. */
-Datum
-workflow_complete_job(PG_FUNCTION_ARGS)
+static Datum
+CompleteJob(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -555,6 +636,7 @@ workflow_complete_job(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	if (SPI_processed == 0)
@@ -657,8 +739,8 @@ IsFailRepeat(const JobState *job, const char *code, const char *message)
 }
 
 /* workflow_fail_job records a failed attempt: retry later or FAILED. */
-Datum
-workflow_fail_job(PG_FUNCTION_ARGS)
+static Datum
+FailJob(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *job_id;
 	pg_uuid_t  *token;
@@ -699,8 +781,8 @@ workflow_fail_job(PG_FUNCTION_ARGS)
 /* --- release --- */
 
 /* workflow_release_job gives a claim back without using up an attempt. */
-Datum
-workflow_release_job(PG_FUNCTION_ARGS)
+static Datum
+ReleaseJob(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -720,6 +802,7 @@ workflow_release_job(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	if (SPI_processed == 0)
@@ -735,8 +818,8 @@ workflow_release_job(PG_FUNCTION_ARGS)
 /* --- cancel --- */
 
 /* workflow_cancel_job cancels a QUEUED or RUNNING job (and its step). */
-Datum
-workflow_cancel_job(PG_FUNCTION_ARGS)
+static Datum
+CancelJob(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -788,8 +871,8 @@ workflow_cancel_job(PG_FUNCTION_ARGS)
  * and it holds no row of a run it skipped.  Skipped runs are picked up by a
  * later call.
  */
-Datum
-workflow_reap_expired(PG_FUNCTION_ARGS)
+static Datum
+ReapExpired(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr candidates_plan = NULL;
 	static const char *candidates_sql =
@@ -798,6 +881,14 @@ workflow_reap_expired(PG_FUNCTION_ARGS)
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
 		" ORDER BY j.id LIMIT $1";
 	static const Oid candidates_types[1] = {INT4OID};
+	static SPIPlanPtr confined_plan = NULL;
+	static const char *confined_sql =
+		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
+		" WHERE j.status" OP("=") "'RUNNING'"
+		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
+		" AND j.organization_id" OP("=") "ANY ($2)"
+		" ORDER BY j.id LIMIT $1";
+	static const Oid confined_types[2] = {INT4OID, UUIDARRAYOID};
 	static SPIPlanPtr expire_plan = NULL;
 	static const char *expire_sql =
 		"WITH c AS (SELECT j.id FROM workflow.job_queue j"
@@ -818,7 +909,8 @@ workflow_reap_expired(PG_FUNCTION_ARGS)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM c WHERE j.id" OP("=") "c.id";
 	static const Oid expire_types[1] = {UUIDARRAYOID};
-	Datum		values[1];
+	Datum		values[2];
+	bool		unconfined;
 	uint64		n;
 	pg_uuid_t  *ids;
 	pg_uuid_t  *runs;
@@ -834,9 +926,15 @@ workflow_reap_expired(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
+	/* a tenant role expires only its organizations' leases */
 	values[0] = Int32GetDatum(WF_REAP_BATCH);
-	WfExecute(&candidates_plan, candidates_sql, 1, candidates_types, values,
-			  NULL, false, 0);
+	values[1] = WfCallOrganizationsArray(&unconfined);
+	if (unconfined)
+		WfExecute(&candidates_plan, candidates_sql, 1, candidates_types,
+				  values, NULL, false, 0);
+	else
+		WfExecute(&confined_plan, confined_sql, 2, confined_types, values,
+				  NULL, false, 0);
 	n = SPI_processed;
 	if (n == 0)
 	{
@@ -1209,8 +1307,8 @@ CompleteWrite(const Batch *batch)
 }
 
 /* workflow_complete_jobs completes many jobs in one transaction. */
-Datum
-workflow_complete_jobs(PG_FUNCTION_ARGS)
+static Datum
+CompleteJobs(PG_FUNCTION_ARGS)
 {
 	Datum	   *ids;
 	bool	   *id_nulls;
@@ -1293,8 +1391,8 @@ FailWrite(const Batch *batch)
 }
 
 /* workflow_fail_jobs records failed attempts of many jobs at once. */
-Datum
-workflow_fail_jobs(PG_FUNCTION_ARGS)
+static Datum
+FailJobs(PG_FUNCTION_ARGS)
 {
 	Datum	   *ids;
 	bool	   *id_nulls;
@@ -1347,4 +1445,68 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 
 	BatchResult(fcinfo, batch.items, batch.returned, n);
 	return (Datum) 0;
+}
+
+/*
+ * The SQL-callable entry points: each body runs as the extension's owner,
+ * confined to the caller's organizations (privilege.c).
+ */
+Datum
+workflow_enqueue(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(Enqueue, fcinfo);
+}
+
+Datum
+workflow_claim(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(Claim, fcinfo);
+}
+
+Datum
+workflow_heartbeat(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(Heartbeat, fcinfo);
+}
+
+Datum
+workflow_complete_job(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(CompleteJob, fcinfo);
+}
+
+Datum
+workflow_fail_job(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(FailJob, fcinfo);
+}
+
+Datum
+workflow_release_job(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(ReleaseJob, fcinfo);
+}
+
+Datum
+workflow_cancel_job(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(CancelJob, fcinfo);
+}
+
+Datum
+workflow_reap_expired(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(ReapExpired, fcinfo);
+}
+
+Datum
+workflow_complete_jobs(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(CompleteJobs, fcinfo);
+}
+
+Datum
+workflow_fail_jobs(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(FailJobs, fcinfo);
 }

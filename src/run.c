@@ -27,6 +27,8 @@
 
 PG_FUNCTION_INFO_V1(workflow_start_run);
 
+static Datum StartRun(PG_FUNCTION_ARGS);
+
 typedef struct StepDef
 {
 	char	   *key;
@@ -950,12 +952,13 @@ InsertRun(Definition *def, Jsonb *definition, pg_uuid_t *run_id,
 }
 
 /* workflow_start_run validates a definition and starts a run of it. */
-Datum
-workflow_start_run(PG_FUNCTION_ARGS)
+static Datum
+StartRun(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *definition;
 	Definition	def;
 	pg_uuid_t	run_id;
+	const pg_uuid_t *org;
 
 	WfRequireReadCommitted();
 	if (PG_ARGISNULL(0))
@@ -973,9 +976,20 @@ workflow_start_run(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	org = WfCallOrganization(PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
 	InsertRun(&def, definition, &run_id,
-			  PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
+			  org ? UUIDPGetDatum(org) : (Datum) 0, org == NULL,
 			  PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 	SPI_finish();
 	PG_RETURN_DATUM(WfUuidDatum(&run_id));
+}
+
+/*
+ * The SQL-callable entry points: each body runs as the extension's owner,
+ * confined to the caller's organizations (privilege.c).
+ */
+Datum
+workflow_start_run(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(StartRun, fcinfo);
 }

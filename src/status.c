@@ -4,6 +4,8 @@
  *	  Run counters, run status recomputation and the run-terminal
  *	  notification.
  *
+ * run_counters reads a run's counters for callers, summed over its shards.
+ *
  * Row triggers and the cascade only collect counter changes here, per run
  * and counter shard; WfApplyRunDeltas writes them once per shard and run,
  * in ascending (run id, shard), the run row after its shards, as the last
@@ -30,12 +32,17 @@
 
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "access/xact.h"
 #include "utils/memutils.h"
 
 #include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_run_counters);
+
+static Datum RunCounters(PG_FUNCTION_ARGS);
 
 /*
  * Counter changes are kept as records in the order they were made, each
@@ -122,8 +129,9 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
 
 /*
  * WfFindRun returns the status of a run the caller may see, read on a fresh
- * snapshot.  A run of another organization (org non-NULL and different)
- * is reported as missing, like a run that does not exist.
+ * snapshot.  A run of another organization (org non-NULL and different,
+ * or not one of a confined caller's) is reported as missing, like a run
+ * that does not exist.
  */
 char *
 WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
@@ -136,11 +144,14 @@ WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
 	Datum		values[1];
 	pg_uuid_t	run_org;
 
+	bool		has_org;
+
 	values[0] = UUIDPGetDatum(run_id);
 	WfExecute(&plan, sql, 1, types, values, NULL, false, 1);
+	has_org = SPI_processed == 1 && WfResultUuid(0, 1, &run_org);
 	if (SPI_processed != 1 ||
-		(org != NULL &&
-		 (!WfResultUuid(0, 1, &run_org) || WfUuidCompare(&run_org, org) != 0)))
+		(org != NULL && (!has_org || WfUuidCompare(&run_org, org) != 0)) ||
+		!WfCallSeesOrganization(has_org ? &run_org : NULL))
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
 				 WfUuidString(run_id));
 	return WfResultText(0, 2);
@@ -179,15 +190,27 @@ WfRunStatusTerminal(const char *status)
  * entered a terminal status.  Delivered at commit, or never.
  */
 void
-WfNotifyRunTerminal(const pg_uuid_t *run_id, const char *status)
+WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
+					const char *status)
 {
 	StringInfoData payload;
+	char		channel[NAMEDATALEN];
 
+	strlcpy(channel, "workflow_run_terminal", sizeof(channel));
+	if (wf_notify_per_organization && org != NULL)
+	{
+		/* 21 + 1 + 32 hex digits: within NAMEDATALEN */
+		char	   *p = channel + strlen(channel);
+
+		*p++ = '_';
+		for (int i = 0; i < UUID_LEN; i++)
+			p += sprintf(p, "%02x", org->data[i]);
+	}
 	initStringInfo(&payload);
 	appendStringInfo(&payload,
 					 "{\"workflow_run_id\": \"%s\", \"status\": \"%s\"}",
 					 WfUuidString(run_id), status);
-	Async_Notify("workflow_run_terminal", payload.data);
+	Async_Notify(channel, payload.data);
 	pfree(payload.data);
 }
 
@@ -256,7 +279,7 @@ WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		"  (SELECT s.output FROM workflow.workflow_steps s"
 		"   WHERE s.workflow_run_id" OP("=") "r.id"
 		"   AND s.step_key" OP("=") "r.result_step_key) END"
-		" WHERE r.id" OP("=") "$1";
+		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
 	static const Oid status_types[3] = {UUIDOID, TEXTOID, BOOLOID};
 	Datum		values[7];
 	char		nulls[7] = "       ";
@@ -318,7 +341,12 @@ WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 	WfExecute(&status_plan, status_sql, 3, status_types, values, nulls,
 			  false, 0);
 	if (terminal)
-		WfNotifyRunTerminal(&entry->run_id, new_status);
+	{
+		pg_uuid_t	org;
+		bool		has_org = WfResultUuid(0, 1, &org);
+
+		WfNotifyRunTerminal(&entry->run_id, has_org ? &org : NULL, new_status);
+	}
 }
 
 /*
@@ -481,4 +509,72 @@ WfApplyRunDeltas(void)
 		WfNoteLateLocks();
 	}
 	pfree(entries);
+}
+
+/*
+ * RunCounters returns a run's step counts by status group, whichever way
+ * the run keeps them (summed over its counter shards while a sharded run
+ * is live), from one snapshot and without locks; no row for a run the
+ * caller may not see.
+ */
+static Datum
+RunCounters(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT r.organization_id, r.steps_total,"
+		" CASE WHEN x.live THEN x.active ELSE r.steps_active END,"
+		" CASE WHEN x.live THEN x.waiting ELSE r.steps_waiting END,"
+		" CASE WHEN x.live THEN x.blocked ELSE r.steps_blocked END,"
+		" CASE WHEN x.live THEN x.succeeded ELSE r.steps_succeeded END,"
+		" CASE WHEN x.live THEN x.failed ELSE r.steps_failed END,"
+		" CASE WHEN x.live THEN x.canceled ELSE r.steps_canceled END"
+		" FROM workflow.workflow_runs r"
+		" LEFT JOIN LATERAL ("
+		"  SELECT true AS live,"
+		"  COALESCE(pg_catalog.sum(c.steps_active), 0)::pg_catalog.int4 AS active,"
+		"  COALESCE(pg_catalog.sum(c.steps_waiting), 0)::pg_catalog.int4 AS waiting,"
+		"  COALESCE(pg_catalog.sum(c.steps_blocked), 0)::pg_catalog.int4 AS blocked,"
+		"  COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4 AS succeeded,"
+		"  COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4 AS failed,"
+		"  COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled"
+		"  FROM workflow.workflow_run_counters c"
+		"  WHERE c.workflow_run_id" OP("=") "r.id) x"
+		" ON r.counter_shards" OP(">") "0"
+		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED}'::workflow.run_status[])"
+		" WHERE r.id" OP("=") "$1";
+	static const Oid types[1] = {UUIDOID};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[1];
+	pg_uuid_t	org;
+	bool		has_org;
+
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	values[0] = PG_GETARG_DATUM(0);
+	InitMaterializedSRF(fcinfo, 0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 1, types, values, NULL, true, 0);
+	has_org = SPI_processed == 1 && WfResultUuid(0, 1, &org);
+	if (SPI_processed == 1 && WfCallSeesOrganization(has_org ? &org : NULL))
+	{
+		Datum		counts[7];
+		bool		nulls[7];
+
+		/* int4 columns: passed by value, nothing to copy out */
+		for (int i = 0; i < 7; i++)
+			counts[i] = WfResultDatum(0, i + 2, &nulls[i]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, counts,
+							 nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
+
+Datum
+workflow_run_counters(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(RunCounters, fcinfo);
 }

@@ -53,6 +53,8 @@ static int	defer_depth = 0;
 typedef struct StepSync
 {
 	pg_uuid_t	step_id;
+	pg_uuid_t	job_id;			/* the step moves only if it names this job */
+	pg_uuid_t	run_id;			/* ... and is of this run */
 	const char *to;
 	Datum		values[4];		/* output, error code, error message, started_at */
 	bool		nulls[4];
@@ -129,6 +131,7 @@ CheckTrigger(FunctionCallInfo fcinfo, const char *name)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "%s: not called by trigger manager", name);
+	WfCheckVersion();
 }
 
 /* WfPendingSyncs is the number of step moves noted but not yet written. */
@@ -163,7 +166,8 @@ WfSyncAbortSub(SubTransactionId subid)
 }
 
 static void
-NoteStepSync(const pg_uuid_t *step_id, const char *to, HeapTuple newtup,
+NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
+			 const pg_uuid_t *run_id, const char *to, HeapTuple newtup,
 			 TupleDesc desc)
 {
 	static const char *const columns[4] = {"output", "last_error_code",
@@ -184,6 +188,8 @@ NoteStepSync(const pg_uuid_t *step_id, const char *to, HeapTuple newtup,
 	}
 	sync = &syncs[n_syncs++];
 	sync->step_id = *step_id;
+	sync->job_id = *job_id;
+	sync->run_id = *run_id;
 	sync->to = to;
 	sync->subid = GetCurrentSubTransactionId();
 	for (int i = 0; i < 4; i++)
@@ -213,6 +219,8 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 	bool		isnull;
 	Datum		d;
 	pg_uuid_t	step_id;
+	pg_uuid_t	job_id;
+	pg_uuid_t	run_id;
 	char	   *old_status;
 	char	   *new_status;
 	const char *to;
@@ -231,6 +239,13 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 	if (isnull)
 		return PointerGetDatum(NULL);
 	memcpy(&step_id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+	/* a step link without a run names no step of ours */
+	d = GetColumn(newtup, desc, "workflow_run_id", &isnull);
+	if (isnull)
+		return PointerGetDatum(NULL);
+	memcpy(&run_id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+	d = GetColumn(newtup, desc, "id", &isnull);
+	memcpy(&job_id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
 	old_status = WfEnumLabel(GetColumn(oldtup, desc, "status", &isnull));
 	new_status = WfEnumLabel(GetColumn(newtup, desc, "status", &isnull));
 	if (strcmp(old_status, new_status) == 0)
@@ -253,7 +268,7 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 			elog(ERROR, "job_queue_sync_step: unexpected job status \"%s\"",
 				 new_status);
 	}
-	NoteStepSync(&step_id, to, newtup, desc);
+	NoteStepSync(&step_id, &job_id, &run_id, to, newtup, desc);
 
 	return PointerGetDatum(NULL);
 }
@@ -337,16 +352,19 @@ SyncStepClaimed(const StepSync *sync)
 		"UPDATE workflow.workflow_steps SET status = 'RUNNING',"
 		" started_at = COALESCE(started_at, $2),"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE id" OP("=") "$1 AND status" OP("=") "'ENQUEUED'";
-	static const Oid types[2] = {UUIDOID, TIMESTAMPTZOID};
-	Datum		values[2];
-	char		nulls[2] = "  ";
+		" WHERE id" OP("=") "$1 AND status" OP("=") "'ENQUEUED'"
+		" AND job_id" OP("=") "$3 AND workflow_run_id" OP("=") "$4";
+	static const Oid types[4] = {UUIDOID, TIMESTAMPTZOID, UUIDOID, UUIDOID};
+	Datum		values[4];
+	char		nulls[4] = "    ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[2] = UUIDPGetDatum(&sync->job_id);
+	values[3] = UUIDPGetDatum(&sync->run_id);
 	values[1] = sync->values[SYNC_STARTED_AT];
 	if (sync->nulls[SYNC_STARTED_AT])
 		nulls[1] = 'n';
-	WfExecuteAsEngine(&plan, sql, 2, types, values, nulls);
+	WfExecuteAsEngine(&plan, sql, 4, types, values, nulls);
 }
 
 /* A retried, released or reaped job's step is ENQUEUED again. */
@@ -359,19 +377,22 @@ SyncStepRequeued(const StepSync *sync)
 		" last_error_code = COALESCE($2, last_error_code),"
 		" last_error_message = COALESCE($3, last_error_message),"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE id" OP("=") "$1 AND status" OP("=") "'RUNNING'";
-	static const Oid types[3] = {UUIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
+		" WHERE id" OP("=") "$1 AND status" OP("=") "'RUNNING'"
+		" AND job_id" OP("=") "$4 AND workflow_run_id" OP("=") "$5";
+	static const Oid types[5] = {UUIDOID, TEXTOID, TEXTOID, UUIDOID, UUIDOID};
+	Datum		values[5];
+	char		nulls[5] = "     ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[3] = UUIDPGetDatum(&sync->job_id);
+	values[4] = UUIDPGetDatum(&sync->run_id);
 	values[1] = sync->values[SYNC_ERROR_CODE];
 	if (sync->nulls[SYNC_ERROR_CODE])
 		nulls[1] = 'n';
 	values[2] = sync->values[SYNC_ERROR_MSG];
 	if (sync->nulls[SYNC_ERROR_MSG])
 		nulls[2] = 'n';
-	WfExecuteAsEngine(&plan, sql, 3, types, values, nulls);
+	WfExecuteAsEngine(&plan, sql, 5, types, values, nulls);
 }
 
 /*
@@ -396,13 +417,16 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1"
 		" AND status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])"
+		" AND job_id" OP("=") "$7 AND workflow_run_id" OP("=") "$8"
 		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4";
-	static const Oid types[6] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
-	TEXTOID, TIMESTAMPTZOID};
-	Datum		values[6];
-	char		nulls[6] = "      ";
+	static const Oid types[8] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
+	TEXTOID, TIMESTAMPTZOID, UUIDOID, UUIDOID};
+	Datum		values[8];
+	char		nulls[8] = "        ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
+	values[6] = UUIDPGetDatum(&sync->job_id);
+	values[7] = UUIDPGetDatum(&sync->run_id);
 	values[1] = CStringGetTextDatum(sync->to);
 	for (int i = 0; i < 4; i++)
 	{
@@ -411,7 +435,7 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 			nulls[2 + i] = 'n';
 	}
 
-	WfExecuteAsEngine(&plan, sql, 6, types, values, nulls);
+	WfExecuteAsEngine(&plan, sql, 8, types, values, nulls);
 	if (SPI_processed == 0)
 		return false;
 	WfResultUuid(0, 1, run_id);
@@ -487,21 +511,25 @@ SyncSteps(const StepSync *items, int n)
 		"  pg_catalog.unnest($3::pg_catalog.jsonb[]),"
 		"  pg_catalog.unnest($4::pg_catalog.text[]),"
 		"  pg_catalog.unnest($5::pg_catalog.text[]),"
-		"  pg_catalog.unnest($6::pg_catalog.timestamptz[]))"
-		"  AS x(id, status, output, code, message, started_at)"
+		"  pg_catalog.unnest($6::pg_catalog.timestamptz[]),"
+		"  pg_catalog.unnest($7::pg_catalog.uuid[]),"
+		"  pg_catalog.unnest($8::pg_catalog.uuid[]))"
+		"  AS x(id, status, output, code, message, started_at, job_id, run_id)"
 		" WHERE s.id" OP("=") "x.id"
+		" AND s.job_id" OP("=") "x.job_id AND s.workflow_run_id" OP("=") "x.run_id"
 		" AND CASE WHEN x.status" OP("=") "'RUNNING' THEN s.status" OP("=") "'ENQUEUED'"
 		"  WHEN x.status" OP("=") "'ENQUEUED' THEN s.status" OP("=") "'RUNNING'"
 		"  ELSE s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[]) END"
 		" RETURNING s.id, s.workflow_run_id, s.counter_shard::pg_catalog.int4, x.status";
-	static const Oid types[6] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
-	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID};
+	static const Oid types[8] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
+	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID,
+	UUIDARRAYOID};
 	static const Oid elemtypes[4] = {JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum	   *tos = palloc(sizeof(Datum) * n);
 	Datum	   *cols = palloc(sizeof(Datum) * n);
 	bool	   *col_nulls = palloc(sizeof(bool) * n);
-	Datum		values[6];
+	Datum		values[8];
 
 	for (int i = 0; i < n; i++)
 	{
@@ -510,6 +538,12 @@ SyncSteps(const StepSync *items, int n)
 	}
 	values[0] = WfArray(ids, NULL, n, UUIDOID);
 	values[1] = WfArray(tos, NULL, n, TEXTOID);
+	for (int i = 0; i < n; i++)
+		ids[i] = UUIDPGetDatum(&items[i].job_id);
+	values[6] = WfArray(ids, NULL, n, UUIDOID);
+	for (int i = 0; i < n; i++)
+		ids[i] = UUIDPGetDatum(&items[i].run_id);
+	values[7] = WfArray(ids, NULL, n, UUIDOID);
 	for (int c = 0; c < 4; c++)
 	{
 		for (int i = 0; i < n; i++)
@@ -526,7 +560,7 @@ SyncSteps(const StepSync *items, int n)
 		values[2 + c] = WfArray(cols, col_nulls, n, elemtypes[c]);
 	}
 
-	WfExecuteAsEngine(&plan, sql, 6, types, values, NULL);
+	WfExecuteAsEngine(&plan, sql, 8, types, values, NULL);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		pg_uuid_t	step_id;

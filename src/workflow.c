@@ -38,6 +38,13 @@ int			wf_retry_base_delay_ms = 1000;
 int			wf_retry_max_delay_ms = 3600 * 1000;
 int			wf_counter_shards = 64;
 int			wf_counter_shard_min_width = 64;
+bool		wf_notify_per_organization = false;
+
+/*
+ * The advisory lock class of release locks (pg_locks.objsubid): 1 and 2
+ * are SQL's advisory locks, and Citus takes its classes from 4 up.
+ */
+#define WF_RELEASE_LOCK_CLASS 0x5746
 
 static int	engine_write_depth = 0;
 static MemoryContext pending_context = NULL;
@@ -54,54 +61,60 @@ _PG_init(void)
 	DefineCustomIntVariable("workflow.max_steps",
 							"Largest number of steps in one run.",
 							NULL, &wf_max_steps, 100000, 1, INT_MAX,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_edges",
 							"Largest number of dependency edges in one run.",
 							NULL, &wf_max_edges, 1000000, 0, INT_MAX,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_payload_bytes",
 							"Largest payload or output, in bytes.",
 							NULL, &wf_max_payload_bytes, 1024 * 1024, 1,
-							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+							INT_MAX, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_job_type_bytes",
 							"Longest job_type, in bytes.",
 							"job_type is in the claim index, whose entries are limited in size.",
 							&wf_max_job_type_bytes, 128, 1, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_step_key_length",
 							"Longest step key, in characters.",
 							NULL, &wf_max_step_key_length, 128, 1, 255,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_error_message_bytes",
 							"Error messages longer than this are truncated.",
 							NULL, &wf_max_error_message_bytes, 4096, 16,
-							INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+							INT_MAX, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_idempotency_key_bytes",
 							"Longest idempotency key, in bytes.",
 							"The key is in a unique index, whose entries are limited in size.",
 							&wf_max_idempotency_key_bytes, 512, 1, 2000,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.retry_base_delay_ms",
 							"Delay before the first retry of a failed job.",
 							"Each further retry doubles it, with jitter.",
 							&wf_retry_base_delay_ms, 1000, 0, INT_MAX,
-							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.retry_max_delay_ms",
 							"Longest delay between two attempts of a job.",
 							NULL, &wf_retry_max_delay_ms, 3600 * 1000, 0,
-							INT_MAX, PGC_USERSET, GUC_UNIT_MS,
+							INT_MAX, PGC_SUSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.counter_shards",
 							"Most counter shards of one run; 0 keeps every run's counters on its run row.",
 							"A run started with shards keeps them.",
 							&wf_counter_shards, 64, 0, WF_MAX_COUNTER_SHARDS,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.counter_shard_min_width",
 							"Steps in a run's widest level from which its counters are sharded.",
 							NULL, &wf_counter_shard_min_width, 64, 2, INT_MAX,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("workflow.notify_per_organization",
+							 "Sends the run-terminal notification of a run with an organization on that organization's own channel.",
+							 "The channel is workflow_run_terminal_ followed by the organization id without dashes; runs without an organization keep workflow_run_terminal.",
+							 &wf_notify_per_organization, false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("workflow");
 
+	WfPrivilegeInit();
 	RegisterXactCallback(WfXactCallback, NULL);
 	RegisterSubXactCallback(WfSubXactCallback, NULL);
 }
@@ -245,8 +258,9 @@ WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 
 /*
  * The release lock's key is the uuid's last eight bytes (random in a v7
- * uuid) in the int8 form of advisory locks, so pg_locks shows it like
- * pg_advisory_xact_lock(bigint) would.
+ * uuid), in an advisory lock class of the extension's own: the classes of
+ * pg_advisory_lock(bigint) and (int, int) are 1 and 2, so no SQL call can
+ * take or hold a run's release lock.
  */
 static void
 RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag)
@@ -257,7 +271,7 @@ RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag)
 		key = (key << 8) | run_id->data[i];
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
-						 (uint32) key, 1);
+						 (uint32) key, WF_RELEASE_LOCK_CLASS);
 }
 
 /*

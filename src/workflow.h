@@ -57,6 +57,7 @@ extern int	wf_retry_max_delay_ms;
 extern int	wf_counter_shards;
 #define WF_MAX_COUNTER_SHARDS 1024
 extern int	wf_counter_shard_min_width;
+extern bool wf_notify_per_organization;
 
 extern void WfRequireReadCommitted(void);
 extern bool WfEngineWriting(void);
@@ -68,6 +69,29 @@ extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 extern void WfNoteLateLocks(void);
 extern bool WfHoldsLateLocks(void);
 extern char *WfTruncateMessage(const char *message);
+
+/* privilege.c: version check, owner switch, tenant confinement */
+#define WF_SQL_VERSION "1.3"
+
+typedef struct WfCall
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	Oid			saved_caller;
+	int			saved_norgs;
+	pg_uuid_t  *saved_orgs;
+} WfCall;
+
+extern void WfPrivilegeInit(void);
+extern void WfCheckVersion(void);
+extern void WfBeginCall(WfCall *call);
+extern void WfEndCall(const WfCall *call);
+extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
+extern bool WfCallConfined(void);
+extern int	WfCallOrganizationCount(void);
+extern bool WfCallSeesOrganization(const pg_uuid_t *org);
+extern const pg_uuid_t *WfCallOrganization(const pg_uuid_t *given);
+extern Datum WfCallOrganizationsArray(bool *isnull);
 
 /* spi_util.c: cached plans and SPI value helpers */
 extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
@@ -131,6 +155,7 @@ extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 									  int32 blocked, int32 failed,
 									  int32 canceled);
 extern bool WfRunStatusTerminal(const char *status);
-extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const char *status);
+extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
+								const char *status);
 
 #endif							/* WORKFLOW_H */

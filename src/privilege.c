@@ -1,0 +1,486 @@
+/*-------------------------------------------------------------------------
+ *
+ * privilege.c
+ *	  Who calls, and with whose rights the engine runs.
+ *
+ * Every SQL-callable function of the engine begins with WfBeginCall and
+ * ends with WfEndCall.  WfBeginCall checks, once per backend, that the SQL
+ * objects are of the version this library was built for; finds out
+ * whether the caller is a tenant role and, if so, its organizations; and
+ * switches the current user to the extension's owner, the way
+ * ri_triggers.c does, so that a caller needs only EXECUTE and the engine's
+ * statements run with the owner's rights.  Errors need no cleanup: an
+ * aborted (sub)transaction restores the user itself.
+ *
+ * A tenant role is a role that is a member of a role granted an
+ * organization in workflow.organization_members (superusers and the
+ * extension's owner never are).  Its organizations are cached per backend
+ * and forgotten when organization_members changes (its statement trigger
+ * sends a relcache invalidation) or when role memberships change.
+ *
+ * Locks: AccessShareLock on pg_extension while the version is read; reads
+ * organization_members as the owner.  No row locks.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_my_organizations);
+PG_FUNCTION_INFO_V1(workflow_grant_organization);
+PG_FUNCTION_INFO_V1(workflow_revoke_organization);
+PG_FUNCTION_INFO_V1(workflow_organization_members_changed);
+
+/* what pg_extension said, valid until an invalidation of job_queue */
+static bool extension_checked = false;
+static Oid	extension_owner = InvalidOid;
+static Oid	job_queue_relid = InvalidOid;
+static Oid	members_relid = InvalidOid;
+
+/* the organizations of one role, valid until members or roles change */
+static bool tenant_valid = false;
+static Oid	tenant_role = InvalidOid;
+static int	tenant_norgs = 0;	/* 0: not a tenant role */
+static pg_uuid_t *tenant_orgs = NULL;
+
+/* the confinement of the call in progress */
+static Oid	call_caller = InvalidOid;
+static int	call_norgs = 0;
+static pg_uuid_t *call_orgs = NULL;
+
+static void CheckExtension(void);
+static void LoadTenant(Oid role);
+static void InvalidateRelation(Datum arg, Oid relid);
+static void InvalidateRoles(Datum arg, int cacheid, uint32 hashvalue);
+
+/* WfPrivilegeInit registers the cache invalidation callbacks. */
+void
+WfPrivilegeInit(void)
+{
+	CacheRegisterRelcacheCallback(InvalidateRelation, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, InvalidateRoles, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, InvalidateRoles, (Datum) 0);
+}
+
+static void
+InvalidateRelation(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == job_queue_relid)
+		extension_checked = false;
+	if (relid == InvalidOid || relid == job_queue_relid ||
+		relid == members_relid)
+		tenant_valid = false;
+}
+
+static void
+InvalidateRoles(Datum arg, int cacheid, uint32 hashvalue)
+{
+	tenant_valid = false;
+}
+
+/* Whether the running script is this extension's own CREATE or UPDATE. */
+static bool
+InOwnScript(void)
+{
+	return creating_extension &&
+		CurrentExtensionObject == get_extension_oid("workflow", true);
+}
+
+/*
+ * CheckExtension reads the installed version and the owner.  A mismatch
+ * is not cached, so that ALTER EXTENSION ... UPDATE in this very backend
+ * is seen by the next call.
+ */
+static void
+CheckExtension(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
+	char	   *version;
+	Oid			owner;
+	Oid			nsp;
+
+	if (extension_checked)
+		return;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("workflow"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_VERSION_MISMATCH ": extension \"workflow\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION workflow.")));
+	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	d = heap_getattr(tup, Anum_pg_extension_extversion,
+					 RelationGetDescr(rel), &isnull);
+	version = isnull ? pstrdup("?") : TextDatumGetCString(d);
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (strcmp(version, WF_SQL_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_VERSION_MISMATCH ": the workflow library is version %s, but the extension's SQL objects in this database are version %s",
+						WF_SQL_VERSION, version),
+				 errdetail("The library was updated without updating the extension."),
+				 errhint("Run ALTER EXTENSION workflow UPDATE.")));
+
+	nsp = get_namespace_oid("workflow", false);
+	job_queue_relid = get_relname_relid("job_queue", nsp);
+	members_relid = get_relname_relid("organization_members", nsp);
+	extension_owner = owner;
+	extension_checked = true;
+}
+
+/*
+ * WfCheckVersion refuses to go on with SQL objects of another version.
+ * The extension's own scripts run before their version is recorded, and
+ * pass.
+ */
+void
+WfCheckVersion(void)
+{
+	if (extension_checked || InOwnScript())
+		return;
+	CheckExtension();
+}
+
+/* Whether a role is never confined: a superuser or the owner. */
+static bool
+IsUnscopedRole(Oid role)
+{
+	return role == extension_owner || superuser_arg(role);
+}
+
+/*
+ * LoadTenant reads the organizations of the roles that role is a member
+ * of.  Runs as the owner, so organization_members is read whole.
+ */
+static void
+LoadTenant(Oid role)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT DISTINCT m.organization_id FROM workflow.organization_members m"
+		" WHERE pg_catalog.pg_has_role($1, m.role::pg_catalog.oid, 'MEMBER')"
+		" ORDER BY 1";
+	static const Oid types[1] = {OIDOID};
+	Datum		values[1];
+	pg_uuid_t  *orgs = NULL;
+	int			n;
+
+	if (tenant_valid && tenant_role == role)
+		return;
+	tenant_valid = false;
+	if (tenant_orgs != NULL)
+		pfree(tenant_orgs);
+	tenant_orgs = NULL;
+	tenant_norgs = 0;
+	tenant_role = role;
+	if (IsUnscopedRole(role))
+	{
+		tenant_valid = true;
+		return;
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	values[0] = ObjectIdGetDatum(role);
+	WfExecute(&plan, sql, 1, types, values, NULL, true, 0);
+	n = (int) SPI_processed;
+	if (n > 0)
+		orgs = MemoryContextAlloc(TopMemoryContext, sizeof(pg_uuid_t) * n);
+	for (int i = 0; i < n; i++)
+		WfResultUuid(i, 1, &orgs[i]);
+	SPI_finish();
+
+	tenant_orgs = orgs;
+	tenant_norgs = n;
+	tenant_valid = true;
+}
+
+/*
+ * ConfineCall sets the organizations the call in progress is confined to,
+ * copied into the call's memory: an invalidation during the call must not
+ * change them under it.
+ */
+static void
+ConfineCall(Oid caller)
+{
+	LoadTenant(caller);
+	call_norgs = tenant_norgs;
+	call_orgs = NULL;
+	if (tenant_norgs > 0)
+	{
+		call_orgs = palloc(sizeof(pg_uuid_t) * tenant_norgs);
+		memcpy(call_orgs, tenant_orgs, sizeof(pg_uuid_t) * tenant_norgs);
+	}
+}
+
+/*
+ * WfBeginCall starts an engine call: version check, the caller's
+ * confinement, and the switch to the owner.  The owner is exempt from
+ * forced row-level security, as the referential integrity triggers are.
+ */
+void
+WfBeginCall(WfCall *call)
+{
+	Oid			owner;
+
+	GetUserIdAndSecContext(&call->saved_userid, &call->saved_sec_context);
+	call->saved_caller = call_caller;
+	call->saved_norgs = call_norgs;
+	call->saved_orgs = call_orgs;
+	if (InOwnScript())
+		owner = call->saved_userid;
+	else
+	{
+		CheckExtension();
+		owner = extension_owner;
+	}
+	SetUserIdAndSecContext(owner, call->saved_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
+	call_caller = call->saved_userid;
+	ConfineCall(call->saved_userid);
+}
+
+/*
+ * WfCallAsOwner runs the body of an SQL-callable function as the owner,
+ * confined to the caller's organizations.
+ */
+Datum
+WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo)
+{
+	WfCall		call;
+	Datum		result;
+
+	WfBeginCall(&call);
+	result = body(fcinfo);
+	WfEndCall(&call);
+	return result;
+}
+
+/* WfEndCall switches back to the caller. */
+void
+WfEndCall(const WfCall *call)
+{
+	SetUserIdAndSecContext(call->saved_userid, call->saved_sec_context);
+	call_caller = call->saved_caller;
+	call_norgs = call->saved_norgs;
+	call_orgs = call->saved_orgs;
+}
+
+/* Whether the call in progress is confined to some organizations. */
+bool
+WfCallConfined(void)
+{
+	return call_norgs > 0;
+}
+
+/* How many organizations the call in progress is confined to (0: none). */
+int
+WfCallOrganizationCount(void)
+{
+	return call_norgs;
+}
+
+/*
+ * WfCallSeesOrganization says whether the call in progress may see a row
+ * of that organization (org NULL: a row without one, which only unconfined
+ * callers see).
+ */
+bool
+WfCallSeesOrganization(const pg_uuid_t *org)
+{
+	if (call_norgs == 0)
+		return true;
+	if (org == NULL)
+		return false;
+	return bsearch(org, call_orgs, call_norgs, sizeof(pg_uuid_t),
+				   WfUuidCmpQsort) != NULL;
+}
+
+/*
+ * WfCallOrganization checks the organization a call writes under.  An
+ * unconfined caller writes what it names; a tenant role writes only under
+ * its own organizations and, naming none, under its only one.  Returns the
+ * organization to write (NULL: none), pointing into given or into the
+ * call's memory.
+ */
+const pg_uuid_t *
+WfCallOrganization(const pg_uuid_t *given)
+{
+	if (call_norgs == 0)
+		return given;
+	if (given != NULL)
+	{
+		if (!WfCallSeesOrganization(given))
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_FORBIDDEN),
+					 errmsg(WF_ORGANIZATION_FORBIDDEN ": organization %s is not one of this role's",
+							WfUuidString(given)),
+					 errdetail("Role \"%s\" may act only for the organizations granted to it.",
+							   GetUserNameFromId(call_caller, false))));
+		return given;
+	}
+	if (call_norgs > 1)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_FORBIDDEN),
+				 errmsg(WF_ORGANIZATION_FORBIDDEN ": organization_id is required"),
+				 errdetail("This role belongs to %d organizations; name the one to act for.",
+						   call_norgs)));
+	return &call_orgs[0];
+}
+
+/*
+ * WfCallOrganizationsArray returns the call's organizations as a uuid[],
+ * or a null when it is not confined.
+ */
+Datum
+WfCallOrganizationsArray(bool *isnull)
+{
+	Datum	   *elems;
+
+	*isnull = call_norgs == 0;
+	if (*isnull)
+		return (Datum) 0;
+	elems = palloc(sizeof(Datum) * call_norgs);
+	for (int i = 0; i < call_norgs; i++)
+		elems[i] = UUIDPGetDatum(&call_orgs[i]);
+	return WfArray(elems, NULL, call_norgs, UUIDOID);
+}
+
+/*
+ * workflow_my_organizations returns the organizations the current role is
+ * confined to, or NULL when it is not confined.  The row-level security
+ * policies call it once per query.
+ */
+Datum
+workflow_my_organizations(PG_FUNCTION_ARGS)
+{
+	WfCall		call;
+	Datum		result;
+	bool		isnull;
+
+	WfBeginCall(&call);
+	result = WfCallOrganizationsArray(&isnull);
+	WfEndCall(&call);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/* Reads the role and organization arguments of grant and revoke. */
+static void
+MembershipArgs(FunctionCallInfo fcinfo, Datum *values)
+{
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("role must not be null");
+	if (PG_ARGISNULL(1))
+		wf_invalid_argument("organization_id must not be null");
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	if (IsUnscopedRole(DatumGetObjectId(values[0])))
+		wf_invalid_argument("role \"%s\" is a superuser or the extension's owner, which are never confined",
+							GetUserNameFromId(DatumGetObjectId(values[0]), false));
+}
+
+/*
+ * workflow_grant_organization makes a role (and every role that is a
+ * member of it) a tenant of an organization.  Returns whether the grant is
+ * new.
+ */
+Datum
+workflow_grant_organization(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"INSERT INTO workflow.organization_members (role, organization_id)"
+		" VALUES ($1, $2) ON CONFLICT DO NOTHING";
+	static const Oid types[2] = {REGROLEOID, UUIDOID};
+	Datum		values[2];
+	WfCall		call;
+	bool		added;
+
+	WfBeginCall(&call);
+	MembershipArgs(fcinfo, values);
+	if (WfCallConfined())
+		WfCallOrganization(DatumGetUUIDP(values[1]));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	added = SPI_processed == 1;
+	SPI_finish();
+	WfEndCall(&call);
+	PG_RETURN_BOOL(added);
+}
+
+/* workflow_revoke_organization takes a grant back; returns whether it was there. */
+Datum
+workflow_revoke_organization(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"DELETE FROM workflow.organization_members m"
+		" WHERE m.role" OP("=") "$1 AND m.organization_id" OP("=") "$2";
+	static const Oid types[2] = {REGROLEOID, UUIDOID};
+	Datum		values[2];
+	WfCall		call;
+	bool		removed;
+
+	WfBeginCall(&call);
+	MembershipArgs(fcinfo, values);
+	if (WfCallConfined())
+		WfCallOrganization(DatumGetUUIDP(values[1]));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	removed = SPI_processed > 0;
+	SPI_finish();
+	WfEndCall(&call);
+	PG_RETURN_BOOL(removed);
+}
+
+/*
+ * workflow_organization_members_changed (AFTER each statement on
+ * organization_members) makes every backend forget the organizations it
+ * cached, once this transaction commits.
+ */
+Datum
+workflow_organization_members_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		elog(ERROR, "organization_members_changed: must be fired for each statement");
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}
