@@ -1084,7 +1084,7 @@ LockBatch(BatchItem *items, int n, JobState *jobs)
 
 /*
  * LockBatchSteps takes the step rows and then the release locks of the
- * jobs about to become terminal (finish[i]), in the DESIGN.md order,
+ * jobs about to become terminal (finish[i]), in the engine's lock order,
  * before any job is written.  Retries need neither.
  */
 static void

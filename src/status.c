@@ -159,8 +159,8 @@ WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
 
 /*
  * WfComputeRunStatus derives a live run's status from its counters (see
- * DESIGN.md): work in progress first, then waiting for the outside world,
- * then steps still blocked, then the outcome.
+ * README.md, "The model"): work in progress first, then waiting for the
+ * outside world, then steps still blocked, then the outcome.
  */
 const char *
 WfComputeRunStatus(int32 active, int32 waiting, int32 blocked,
