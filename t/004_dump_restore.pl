@@ -151,6 +151,17 @@ sql($origin, 'postgres',
 sql($origin, 'postgres',
 	"SELECT workflow.complete_job('$id', '$token', '{\"sent\": true}')");
 
+# a tenant role of organization A, and plain jobs of two organizations
+my $org_a = 'a0000000-0000-4000-8000-00000000000a';
+my $org_b = 'b0000000-0000-4000-8000-00000000000b';
+sql($origin, 'postgres',
+	"CREATE ROLE tenant_a LOGIN;"
+	  . " GRANT workflow_worker, workflow_reader TO tenant_a;"
+	  . " SELECT workflow.grant_organization('tenant_a', '$org_a');"
+	  . " SELECT workflow.enqueue('plain.org', '{\"org\": \"a\"}', organization_id => '$org_a');"
+	  . " SELECT workflow.enqueue('plain.org', '{\"org\": \"b\"}', organization_id => '$org_b');"
+);
+
 is( sql(
 		$origin, 'postgres', q{
 SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
@@ -169,14 +180,15 @@ verify_is_clean($origin, 'origin at dump time');
 
 # ---- dump and restore ------------------------------------------------------
 
-# Every row of the four tables, as text, for comparing copies.
+# Every row of the five tables, as text, for comparing copies.
 my $fingerprint_sql = join(
 	"\nUNION ALL\n",
 	map {
 		"SELECT '$_' || ' ' || count(*) || ' '"
 		  . " || md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
 		  . " FROM workflow.$_ t"
-	} qw(job_queue workflow_runs workflow_steps workflow_step_dependencies));
+	} qw(job_queue workflow_runs workflow_steps workflow_step_dependencies
+	  organization_members));
 my $origin_fingerprint = sql($origin, 'postgres', $fingerprint_sql);
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -194,6 +206,9 @@ my $copy = PostgreSQL::Test::Cluster->new('restored');
 $copy->init;
 $copy->append_conf('postgresql.conf', "log_statement = none\n");
 $copy->start;
+# roles belong to the cluster, not to the dump: the tenant role must exist
+# before its organization grant is restored
+$copy->safe_psql('postgres', 'CREATE ROLE tenant_a LOGIN');
 $copy->command_ok(
 	[
 		'pg_restore', '--exit-on-error', '-d', 'postgres',
@@ -217,10 +232,34 @@ for my $t (@targets[ 0, 1 ])
 {
 	my ($node, $db, $label) = @$t;
 	is(sql($node, $db, "SELECT extversion FROM pg_extension WHERE extname = 'workflow'"),
-		'1.2', "$label: the extension is installed");
+		'1.3', "$label: the extension is installed");
 	is(sql($node, $db, $fingerprint_sql),
 		$origin_fingerprint, "$label: every row is as in the origin");
 	verify_is_clean($node, "$label after the restore", $db);
+}
+
+# The privileges and the tenant's confinement come back with the extension
+# and the rows of organization_members.
+$copy->safe_psql('postgres', 'GRANT workflow_worker, workflow_reader TO tenant_a');
+for my $t (@targets)
+{
+	my ($node, $db, $label) = @$t;
+	is( sql(
+			$node, $db,
+			"SET ROLE tenant_a; SELECT workflow.my_organizations()::text,"
+			  . " (SELECT string_agg(payload->>'org', ',') FROM workflow.job_queue"
+			  . "   WHERE job_type = 'plain.org')"),
+		"{$org_a}|a",
+		"$label: the tenant role sees only its organization");
+	is( sql(
+			$node, $db, q{
+SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
+       has_function_privilege('public', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE'),
+       has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
+  FROM pg_class c
+ WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
+		't|6|f|t',
+		"$label: row-level security and the grants are in place");
 }
 
 # ---- the same continuation everywhere --------------------------------------
