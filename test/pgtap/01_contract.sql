@@ -1,8 +1,10 @@
 -- 01_contract.sql: the shape of the public contract (DESIGN.md "Data model",
--- "Queue API", "Workflow API", "Security"): enum labels in order, tables and
--- their column types, API signatures, argument names and defaults, return
--- types, no STRICT function, pg_extension_config_dump registration, the
--- indexes the schema rules require, and the control file's properties.
+-- "Queue API", "Workflow API", "Security", "Privileges and tenants"): enum
+-- labels in order, tables and their column types, API signatures, argument
+-- names and defaults, return types and languages, no STRICT function,
+-- pg_extension_config_dump registration, the indexes the schema rules
+-- require, and the control file's properties.  Roles, grants and row-level
+-- security are in 06_privileges.sql.
 
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS workflow;
@@ -11,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(234);
+SELECT plan(285);
 
 CREATE SCHEMA wf_tap;
 
@@ -72,6 +74,8 @@ SELECT has_table('workflow', 'workflow_runs', 'table workflow.workflow_runs exis
 SELECT has_table('workflow', 'workflow_steps', 'table workflow.workflow_steps exists');
 SELECT has_table('workflow', 'workflow_step_dependencies',
     'table workflow.workflow_step_dependencies exists');
+SELECT has_table('workflow', 'organization_members',
+    'table workflow.organization_members exists');
 
 CREATE TABLE wf_tap.contract_columns (
     n           serial PRIMARY KEY,
@@ -149,9 +153,13 @@ VALUES
     ('workflow_step_dependencies', 'workflow_run_id', 'pg_catalog', 'uuid'),
     ('workflow_step_dependencies', 'prerequisite_step_id', 'pg_catalog', 'uuid'),
     ('workflow_step_dependencies', 'dependent_step_id', 'pg_catalog', 'uuid'),
-    ('workflow_step_dependencies', 'release_mode', 'workflow', 'release_mode');
+    ('workflow_step_dependencies', 'release_mode', 'workflow', 'release_mode'),
 
--- 64 columns: has_column for each, then col_type_is for each.
+    ('organization_members', 'role', 'pg_catalog', 'regrole'),
+    ('organization_members', 'organization_id', 'pg_catalog', 'uuid'),
+    ('organization_members', 'created_at', 'pg_catalog', 'timestamp with time zone');
+
+-- 67 columns: has_column for each, then col_type_is for each.
 SELECT has_column('workflow', c.table_name, c.column_name,
                   format('workflow.%s has column %s', c.table_name, c.column_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
@@ -161,20 +169,31 @@ SELECT col_type_is('workflow', c.table_name, c.column_name, c.type_schema, c.typ
                           c.type_schema, c.type_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
 
--- Every table carries workflow_run_id (job_queue too, NULL for plain jobs);
--- workflow_runs is keyed by the run id itself.
+-- Every table of runs and jobs carries workflow_run_id (job_queue too, NULL
+-- for plain jobs); workflow_runs is keyed by the run id itself, and
+-- organization_members (roles and their organizations) holds no run data.
 SELECT is_empty($$
     SELECT c.relname FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
-       AND c.oid <> 'workflow.workflow_runs'::regclass
+       AND c.oid NOT IN ('workflow.workflow_runs'::regclass,
+                         'workflow.organization_members'::regclass)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                         WHERE a.attrelid = c.oid AND a.attname = 'workflow_run_id'
                           AND NOT a.attisdropped)
-$$, 'every table of schema workflow carries workflow_run_id');
+$$, 'every table of schema workflow but the membership table carries workflow_run_id');
 
 SELECT col_is_pk('workflow', 'job_queue', 'id', 'workflow.job_queue.id is the primary key');
 SELECT col_is_pk('workflow', 'workflow_runs', 'id', 'workflow.workflow_runs.id is the primary key');
 SELECT col_is_pk('workflow', 'workflow_steps', 'id', 'workflow.workflow_steps.id is the primary key');
+SELECT col_is_pk('workflow', 'organization_members', ARRAY['role', 'organization_id'],
+    'workflow.organization_members is keyed by (role, organization_id)');
+SELECT col_default_is('workflow', 'organization_members', 'created_at', 'now()',
+    'organization_members.created_at defaults to now()');
+SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = 'workflow.organization_members'::regclass
+              AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull),
+          ARRAY['role', 'organization_id', 'created_at'],
+          'every column of organization_members is NOT NULL');
 
 -- ---------------------------------------------------------------------------
 -- API functions: existence with exact argument types, return type, and the
@@ -232,9 +251,16 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'workflow_run_id uuid, reason text DEFAULT NULL::text, '
      'organization_id uuid DEFAULT NULL::uuid'),
     ('uuid_v7', ARRAY[]::name[], 'uuid', ''),
-    ('verify', ARRAY['uuid'], 'setof record', 'workflow_run_id uuid DEFAULT NULL::uuid');
+    ('verify', ARRAY['uuid'], 'setof record', 'workflow_run_id uuid DEFAULT NULL::uuid'),
+    ('run_counters', ARRAY['uuid'], 'setof record', 'workflow_run_id uuid'),
+    ('purge', ARRAY['interval', 'integer'], 'bigint', 'older_than interval, batch_size integer'),
+    ('grant_organization', ARRAY['regrole', 'uuid'], 'boolean',
+     'role regrole, organization_id uuid'),
+    ('revoke_organization', ARRAY['regrole', 'uuid'], 'boolean',
+     'role regrole, organization_id uuid'),
+    ('my_organizations', ARRAY[]::name[], 'uuid[]', '');
 
--- 15 functions: has_function, function_returns, then the argument list.
+-- 20 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -270,7 +296,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          15, 'all 15 API functions are present and not STRICT');
+          20, 'all 20 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -279,6 +305,38 @@ SELECT is((SELECT p.provolatile::text || ':' ||
             WHERE p.oid = 'workflow.verify(uuid)'::regprocedure),
           's:TABLE(workflow_run_id uuid, step_key text, problem text, expected text, actual text)',
           'verify() is STABLE and returns (workflow_run_id, step_key, problem, expected, actual)');
+
+-- Language and volatility of every API function: C, except verify() (SQL);
+-- run_counters() is C since 1.3 (it reads as the owner, for callers with
+-- no table rights).
+CREATE TABLE wf_tap.api_kind (fname name PRIMARY KEY, lang name NOT NULL,
+                              volatility "char" NOT NULL);
+INSERT INTO wf_tap.api_kind VALUES
+    ('enqueue', 'c', 'v'), ('claim', 'c', 'v'), ('reap_expired', 'c', 'v'),
+    ('heartbeat', 'c', 'v'), ('complete_job', 'c', 'v'), ('fail_job', 'c', 'v'),
+    ('release_job', 'c', 'v'), ('cancel_job', 'c', 'v'), ('complete_jobs', 'c', 'v'),
+    ('fail_jobs', 'c', 'v'), ('start_run', 'c', 'v'), ('complete_external_step', 'c', 'v'),
+    ('cancel_run', 'c', 'v'), ('uuid_v7', 'c', 'v'), ('verify', 'sql', 's'),
+    ('run_counters', 'c', 's'), ('purge', 'c', 'v'), ('grant_organization', 'c', 'v'),
+    ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's');
+
+SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
+             FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+            WHERE p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
+                                                 array_to_string(a.args, ',')))),
+          k.lang::text || ':' || k.volatility::text,
+          format('workflow.%s is LANGUAGE %s, %s', a.fname, k.lang,
+                 CASE k.volatility WHEN 'v' THEN 'VOLATILE' WHEN 's' THEN 'STABLE'
+                                   ELSE 'IMMUTABLE' END))
+  FROM (SELECT * FROM wf_tap.api ORDER BY n) a JOIN wf_tap.api_kind k USING (fname)
+ ORDER BY a.n;
+
+SELECT is((SELECT pg_catalog.pg_get_function_result(p.oid) FROM pg_catalog.pg_proc p
+            WHERE p.oid = 'workflow.run_counters(uuid)'::regprocedure),
+          'TABLE(steps_total integer, steps_active integer, steps_waiting integer, '
+          'steps_blocked integer, steps_succeeded integer, steps_failed integer, '
+          'steps_canceled integer)',
+          'run_counters() returns the seven step counts');
 
 -- A NULL argument raises instead of returning NULL (what STRICT would do).
 SELECT throws_ok($$SELECT workflow.heartbeat(NULL, NULL)$$, '22023', NULL,
@@ -303,6 +361,16 @@ SELECT ok((SELECT 'workflow.workflow_steps'::regclass::oid = ANY (e.extconfig)
 SELECT ok((SELECT 'workflow.workflow_step_dependencies'::regclass::oid = ANY (e.extconfig)
              FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
           'workflow.workflow_step_dependencies is registered with pg_extension_config_dump');
+SELECT ok((SELECT 'workflow.organization_members'::regclass::oid = ANY (e.extconfig)
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
+          'workflow.organization_members is registered with pg_extension_config_dump');
+SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+             FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
+            WHERE e.extname = 'workflow'),
+          ARRAY['workflow.job_queue', 'workflow.organization_members',
+                'workflow.workflow_run_counters', 'workflow.workflow_runs',
+                'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
+          'the six tables, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -312,8 +380,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', ''],
-          'all five tables are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', ''],
+          'all six tables are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
@@ -439,10 +507,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.2', 'workflow is available with default version 1.2');
+          '1.3', 'workflow is available with default version 1.3');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.2'),
+            WHERE v.name = 'workflow' AND v.version = '1.3'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -451,13 +519,22 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.2', 'the installed version is 1.2');
+          '1.3', 'the installed version is 1.3');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.1' AND p.target = '1.2'),
           '1.1--1.2', 'an installed 1.1 updates to 1.2 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.3'),
+          '1.0--1.1--1.2--1.3', 'an installed 1.0 updates to 1.3 through 1.1 and 1.2');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.2' AND p.target = '1.3'),
+          '1.2--1.3', 'an installed 1.2 updates to 1.3 in one step');
+SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
+             FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
+          ARRAY['1.0', '1.1', '1.2', '1.3'], 'the versions 1.0 to 1.3 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

@@ -47,7 +47,9 @@ SELECT is_empty($$
                         WHERE c LIKE 'search_path=%')
 $$, 'no SECURITY DEFINER function in schema workflow lacks a pinned search_path');
 
--- DESIGN.md documents no need for SECURITY DEFINER yet (wave 2 brings roles).
+-- No function needs SECURITY DEFINER: since 1.3 every C entry point switches
+-- to the extension's owner itself (06_privileges.sql checks each function,
+-- 07_security_roles.sql repeats the attack below as the four roles).
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
      WHERE p.pronamespace = 'workflow'::regnamespace AND p.prosecdef
