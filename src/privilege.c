@@ -397,19 +397,49 @@ workflow_my_organizations(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
-/* Reads the role and organization arguments of grant and revoke. */
+/* Whether role is one of the four roles the extension grants rights to. */
+static bool
+IsExtensionRole(Oid role)
+{
+	static const char *const names[] = {"workflow_admin", "workflow_worker",
+	"workflow_client", "workflow_reader"};
+
+	for (int i = 0; i < lengthof(names); i++)
+		if (get_role_oid(names[i], true) == role)
+			return true;
+	return false;
+}
+
+/*
+ * MembershipArgs reads and checks the arguments of grant and revoke.
+ * Memberships are changed only by unconfined callers: a tenant admin could
+ * otherwise revoke its own last organization and be unconfined, or confine
+ * other tenants' roles.  The extension's own roles are refused: a grant to
+ * one of them would confine every role holding it, in every tenant.
+ */
 static void
 MembershipArgs(FunctionCallInfo fcinfo, Datum *values)
 {
+	Oid			role;
+
+	if (WfCallConfined())
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_FORBIDDEN),
+				 errmsg(WF_ORGANIZATION_FORBIDDEN ": a tenant role may not change organization memberships"),
+				 errdetail("Only a role that is not confined to organizations grants and revokes them.")));
 	if (PG_ARGISNULL(0))
 		wf_invalid_argument("role must not be null");
 	if (PG_ARGISNULL(1))
 		wf_invalid_argument("organization_id must not be null");
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-	if (IsUnscopedRole(DatumGetObjectId(values[0])))
+	role = DatumGetObjectId(values[0]);
+	if (IsUnscopedRole(role))
 		wf_invalid_argument("role \"%s\" is a superuser or the extension's owner, which are never confined",
-							GetUserNameFromId(DatumGetObjectId(values[0]), false));
+							GetUserNameFromId(role, false));
+	if (IsExtensionRole(role))
+		wf_invalid_argument("role \"%s\" is one of the extension's roles; grant organizations to the roles that hold it",
+							GetUserNameFromId(role, false));
 }
 
 /*
@@ -431,8 +461,6 @@ workflow_grant_organization(PG_FUNCTION_ARGS)
 
 	WfBeginCall(&call);
 	MembershipArgs(fcinfo, values);
-	if (WfCallConfined())
-		WfCallOrganization(DatumGetUUIDP(values[1]));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
@@ -457,8 +485,6 @@ workflow_revoke_organization(PG_FUNCTION_ARGS)
 
 	WfBeginCall(&call);
 	MembershipArgs(fcinfo, values);
-	if (WfCallConfined())
-		WfCallOrganization(DatumGetUUIDP(values[1]));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);

@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(284);
+SELECT plan(289);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -460,6 +460,29 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue
           'an admin may read workflow.job_queue (through workflow_reader)');
 SELECT is(workflow.purge('1 day', 10), 0::bigint, 'an admin may purge');
 RESET ROLE;
+
+-- memberships: only unconfined callers change them, never for the
+-- extension's own roles
+SELECT throws_ok($$SELECT workflow.grant_organization('workflow_worker', '00000000-0000-4000-8000-0000000000e1')$$,
+    '22023', 'job.invalid_argument: role "workflow_worker" is one of the extension''s roles; grant organizations to the roles that hold it',
+    'no organization is granted to one of the four roles');
+RESET ROLE;
+CREATE ROLE wf_tap_org_admin NOLOGIN IN ROLE workflow_admin;
+GRANT wf_tap_org_admin TO wf_tap_admin;
+SELECT workflow.grant_organization('wf_tap_org_admin', '00000000-0000-4000-8000-0000000000e2');
+SET ROLE wf_tap_admin;
+SELECT is(workflow.my_organizations(), '{00000000-0000-4000-8000-0000000000e2}'::uuid[],
+          'an admin granted an organization is confined to it');
+SELECT throws_ok($$SELECT workflow.revoke_organization('wf_tap_org_admin', '00000000-0000-4000-8000-0000000000e2')$$,
+    '42501', 'workflow.organization_forbidden: a tenant role may not change organization memberships',
+    'a confined admin may not revoke its own organization (and so be unconfined)');
+SELECT throws_ok($$SELECT workflow.grant_organization('wf_tap_tenant', '00000000-0000-4000-8000-0000000000e2')$$,
+    '42501', 'workflow.organization_forbidden: a tenant role may not change organization memberships',
+    'a confined admin may not confine other roles to its organization');
+SELECT is(workflow.my_organizations(), '{00000000-0000-4000-8000-0000000000e2}'::uuid[],
+          'the confined admin is still confined');
+RESET ROLE;
+SELECT workflow.revoke_organization('wf_tap_org_admin', '00000000-0000-4000-8000-0000000000e2');
 
 SET ROLE wf_tap_nobody;
 SELECT throws_ok($$SELECT workflow.uuid_v7()$$, '42501', NULL,
