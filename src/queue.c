@@ -43,6 +43,7 @@ PG_FUNCTION_INFO_V1(workflow_complete_jobs);
 PG_FUNCTION_INFO_V1(workflow_fail_jobs);
 
 #define WF_MAX_CLAIM_BATCH	1000
+#define WF_MAX_BATCH		10000	/* ids per complete_jobs or fail_jobs call */
 #define WF_REAP_BATCH		100
 
 /* What a worker-facing call needs to know about a job it names. */
@@ -908,7 +909,8 @@ CompareBatchItem(const void *a, const void *b)
 
 /*
  * DeconstructArg splits an array argument into its elements, checking
- * its length against the first array's.
+ * its length against the first array's (expected), or, for job_ids
+ * itself (expected < 0), against WF_MAX_BATCH.
  */
 static int
 DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
@@ -919,6 +921,13 @@ DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
 	if (PG_ARGISNULL(n))
 		wf_invalid_argument("%s must not be null", name);
 	WfDeconstruct(PG_GETARG_ARRAYTYPE_P(n), elemtype, elems, nulls, &nelems);
+	if (expected < 0 && nelems > WF_MAX_BATCH)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_BAD_INPUT),
+				 errmsg(WF_JOB_INVALID_ARGUMENT ": %s has %d elements, more than %d",
+						name, nelems, WF_MAX_BATCH),
+				 errdetail("One call finishes at most %d jobs; split the batch.",
+						   WF_MAX_BATCH)));
 	if (expected >= 0 && nelems != expected)
 		wf_invalid_argument("%s has %d elements but job_ids has %d",
 							name, nelems, expected);
@@ -1033,7 +1042,9 @@ LockBatchSteps(JobState *jobs, bool *finish, int n)
 
 /*
  * BatchResult returns the finished ids in ascending id order as the rows
- * of a SETOF uuid function.
+ * of a SETOF uuid function.  It copies them into the call's tuplestore,
+ * which lives in the caller's memory, and must run before SPI_finish:
+ * items and returned are allocated in SPI's memory, which SPI_finish frees.
  */
 static void
 BatchResult(FunctionCallInfo fcinfo, BatchItem *items, bool *returned, int n)
@@ -1243,9 +1254,8 @@ workflow_complete_jobs(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	BatchLockAndClassify(&batch, ids, n, CompleteIsRepeat);
 	BatchWrite(&batch, batch.finish, CompleteWrite);
-	SPI_finish();
-
 	BatchResult(fcinfo, batch.items, batch.returned, n);
+	SPI_finish();
 	return (Datum) 0;
 }
 
@@ -1343,8 +1353,7 @@ workflow_fail_jobs(PG_FUNCTION_ARGS)
 		terminal[i] = batch.finish[i] &&
 			(!args.retryable || batch.jobs[i].attempt >= batch.jobs[i].max_attempts);
 	BatchWrite(&batch, terminal, FailWrite);
-	SPI_finish();
-
 	BatchResult(fcinfo, batch.items, batch.returned, n);
+	SPI_finish();
 	return (Datum) 0;
 }
