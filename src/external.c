@@ -14,7 +14,9 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -24,7 +26,11 @@ PG_FUNCTION_INFO_V1(workflow_complete_external_step);
 
 static Datum CompleteExternalStep(PG_FUNCTION_ARGS);
 
-/* column positions in the workflow_steps row (SELECT s.*) */
+/*
+ * StepColumn finds a column of the workflow_steps row (SELECT s.*) by
+ * name: the statements name no positions, so the order of the table's
+ * columns does not matter.
+ */
 static int
 StepColumn(const char *name)
 {
@@ -33,6 +39,44 @@ StepColumn(const char *name)
 	if (attnum <= 0)
 		elog(ERROR, "workflow_steps has no column \"%s\"", name);
 	return attnum;
+}
+
+/*
+ * StepResult returns the workflow_steps row of the last SPI result as the
+ * function's result: a tuple of the declared result type, built column by
+ * column by name, NULL where the type has a dropped column.  The SPI row
+ * has the table's columns in their logical order, which is not the type's
+ * layout once a column was dropped.  The tuple is copied to the caller's
+ * memory, so it outlives SPI_finish.
+ */
+static Datum
+StepResult(FunctionCallInfo fcinfo)
+{
+	TupleDesc	desc;
+	Datum	   *values;
+	bool	   *nulls;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "complete_external_step must return a row type");
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			col;
+
+		values[i] = (Datum) 0;
+		nulls[i] = true;
+		if (att->attisdropped)
+			continue;
+		col = StepColumn(NameStr(att->attname));
+		if (SPI_gettypeid(SPI_tuptable->tupdesc, col) != att->atttypid)
+			elog(ERROR, "workflow_steps column \"%s\" is not of the result's type",
+				 NameStr(att->attname));
+		values[i] = WfResultDatum(0, col, &nulls[i]);
+	}
+	return PointerGetDatum(SPI_returntuple(heap_form_tuple(desc, values, nulls),
+										   desc));
 }
 
 static char *
@@ -155,7 +199,7 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 					(errcode(WF_SQLSTATE_CONFLICT),
 					 errmsg(WF_EXT_METADATA_CONFLICT ": step \"%s\" was completed with another reason, code or message",
 							step_key)));
-		result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+		result = StepResult(fcinfo);
 		SPI_finish();
 		PG_RETURN_DATUM(result);
 	}
@@ -190,7 +234,7 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 	nulls[5] = message ? ' ' : 'n';
 	WfExecuteAsEngine(&update_plan, update_sql, 6, update_types, values,
 					  nulls);
-	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+	result = StepResult(fcinfo);
 
 	WfNoteStepTerminal(run_id, shard, &step_id, status, WF_COUNT_WAITING);
 	WfFinishPending();

@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "workflow.h"
 
@@ -54,6 +55,7 @@ static Datum CompleteJobs(PG_FUNCTION_ARGS);
 static Datum FailJobs(PG_FUNCTION_ARGS);
 
 #define WF_MAX_CLAIM_BATCH	1000
+#define WF_MAX_BATCH		10000	/* ids per complete_jobs or fail_jobs call */
 #define WF_REAP_BATCH		100
 
 /* What a worker-facing call needs to know about a job it names. */
@@ -321,7 +323,8 @@ Enqueue(PG_FUNCTION_ARGS)
 /*
  * The claim statement for one filter combination: no type filter, one
  * type, or several; with or without organization and stage.  Each
- * combination has its own cached plan.
+ * combination has its own cached plan.  It returns the claimed rows as
+ * columns, the select list of ClaimColumns.
  *
  * A filtered claim must read the claim index of its filter (by type, by
  * organization or by stage's hash), never the claim index over all types
@@ -347,7 +350,8 @@ Enqueue(PG_FUNCTION_ARGS)
 #define CLAIM_ORGS_MANY		2
 
 static char *
-ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
+ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size,
+		 const char *columns)
 {
 	char	   *limit = psprintf("%d", batch_size);
 	const char *filters;
@@ -410,8 +414,71 @@ ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
 					" updated_at = pg_catalog.statement_timestamp()"
 					" FROM c WHERE j.id" OP("=") "c.id"
 					" RETURNING j.*)"
-					" SELECT * FROM u ORDER BY u.priority DESC, u.run_at, u.id",
-					locking);
+					" SELECT %s FROM u ORDER BY u.priority DESC, u.run_at, u.id",
+					locking, columns);
+}
+
+/*
+ * ClaimColumns is the select list of claim's result rows: the columns of
+ * the result row type (workflow.job_queue) in the type's order, each by
+ * name, and a NULL where the type has a dropped column.  The rows then
+ * have the layout of the descriptor they are read with, whatever order the
+ * table's columns were added in, and go into the tuplestore as they are.
+ */
+static char *
+ClaimColumns(TupleDesc desc)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		if (att->attisdropped)
+			appendStringInfoString(&buf, "NULL::pg_catalog.int4");
+		else
+			appendStringInfo(&buf, "u.%s",
+							 quote_identifier(NameStr(att->attname)));
+	}
+	return buf.data;
+}
+
+/*
+ * ClaimColumnsVersion sets columns to the select list for desc, the result
+ * descriptor of this call, and returns its version, which changes whenever
+ * the list does: a claim plan built under another version is stale.  The
+ * list is built again only when the type cache has a new descriptor for
+ * the row type, which any change to the table gives it (most leave the
+ * columns as they were); a call otherwise costs one type cache lookup.
+ */
+static uint32
+ClaimColumnsVersion(TupleDesc desc, const char **columns)
+{
+	static char *current = NULL;
+	static uint64 current_desc = 0;
+	static uint32 version = 0;
+	TypeCacheEntry *type = lookup_type_cache(desc->tdtypeid,
+											 TYPECACHE_TUPDESC);
+
+	if (current == NULL || type->tupDesc_identifier != current_desc)
+	{
+		char	   *fresh = ClaimColumns(desc);
+
+		if (current == NULL || strcmp(fresh, current) != 0)
+		{
+			if (current != NULL)
+				pfree(current);
+			current = MemoryContextStrdup(TopMemoryContext, fresh);
+			version++;
+		}
+		pfree(fresh);
+		current_desc = type->tupDesc_identifier;
+	}
+	*columns = current;
+	return version;
 }
 
 /*
@@ -419,31 +486,44 @@ ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
  * LIMIT: a generic plan of LIMIT $1 cannot know how few rows it asks for
  * and may sort the whole queue, and a custom plan costs a planning on
  * every call.  A backend keeps the plans of its last few batch sizes per
- * filter combination; workers mostly use one.
+ * filter combination; workers mostly use one.  A plan built for an older
+ * select list (ClaimColumnsVersion) is built again in its slot.
  */
 #define CLAIM_PLAN_SLOTS 4
 
 typedef struct ClaimPlan
 {
 	int32		batch_size;		/* 0: slot unused */
+	uint32		columns_version;
 	char	   *sql;
 	SPIPlanPtr	plan;
 } ClaimPlan;
 
 static ClaimPlan *
-GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
+GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size,
+			 TupleDesc desc)
 {
 	static ClaimPlan slots[3][3][2][CLAIM_PLAN_SLOTS];
 	static int	next_slot[3][3][2];
 	ClaimPlan  *cache = slots[types_mode][orgs_mode][by_stage];
-	ClaimPlan  *slot;
+	ClaimPlan  *slot = NULL;
+	const char *columns;
+	uint32		version = ClaimColumnsVersion(desc, &columns);
 
 	for (int i = 0; i < CLAIM_PLAN_SLOTS; i++)
 		if (cache[i].batch_size == batch_size)
-			return &cache[i];
-	slot = &cache[next_slot[types_mode][orgs_mode][by_stage]];
-	next_slot[types_mode][orgs_mode][by_stage] =
-		(next_slot[types_mode][orgs_mode][by_stage] + 1) % CLAIM_PLAN_SLOTS;
+		{
+			if (cache[i].columns_version == version)
+				return &cache[i];
+			slot = &cache[i];
+			break;
+		}
+	if (slot == NULL)
+	{
+		slot = &cache[next_slot[types_mode][orgs_mode][by_stage]];
+		next_slot[types_mode][orgs_mode][by_stage] =
+			(next_slot[types_mode][orgs_mode][by_stage] + 1) % CLAIM_PLAN_SLOTS;
+	}
 	if (slot->plan != NULL)
 		SPI_freeplan(slot->plan);
 	if (slot->sql != NULL)
@@ -452,8 +532,9 @@ GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size)
 	slot->plan = NULL;
 	slot->sql = MemoryContextStrdup(TopMemoryContext,
 									ClaimSql(types_mode, orgs_mode, by_stage,
-											 batch_size));
+											 batch_size, columns));
 	slot->batch_size = batch_size;
+	slot->columns_version = version;
 	return slot;
 }
 
@@ -550,7 +631,8 @@ Claim(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	claim = GetClaimPlan(types_mode, orgs_mode, by_stage, batch_size);
+	claim = GetClaimPlan(types_mode, orgs_mode, by_stage, batch_size,
+						 rsinfo->setDesc);
 	WfExecuteGeneric(&claim->plan, claim->sql, 7, types, values, nulls);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
@@ -1006,7 +1088,8 @@ CompareBatchItem(const void *a, const void *b)
 
 /*
  * DeconstructArg splits an array argument into its elements, checking
- * its length against the first array's.
+ * its length against the first array's (expected), or, for job_ids
+ * itself (expected < 0), against WF_MAX_BATCH.
  */
 static int
 DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
@@ -1017,6 +1100,13 @@ DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name, Oid elemtype,
 	if (PG_ARGISNULL(n))
 		wf_invalid_argument("%s must not be null", name);
 	WfDeconstruct(PG_GETARG_ARRAYTYPE_P(n), elemtype, elems, nulls, &nelems);
+	if (expected < 0 && nelems > WF_MAX_BATCH)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_BAD_INPUT),
+				 errmsg(WF_JOB_INVALID_ARGUMENT ": %s has %d elements, more than %d",
+						name, nelems, WF_MAX_BATCH),
+				 errdetail("One call finishes at most %d jobs; split the batch.",
+						   WF_MAX_BATCH)));
 	if (expected >= 0 && nelems != expected)
 		wf_invalid_argument("%s has %d elements but job_ids has %d",
 							name, nelems, expected);
@@ -1131,7 +1221,9 @@ LockBatchSteps(JobState *jobs, bool *finish, int n)
 
 /*
  * BatchResult returns the finished ids in ascending id order as the rows
- * of a SETOF uuid function.
+ * of a SETOF uuid function.  It copies them into the call's tuplestore,
+ * which lives in the caller's memory, and must run before SPI_finish:
+ * items and returned are allocated in SPI's memory, which SPI_finish frees.
  */
 static void
 BatchResult(FunctionCallInfo fcinfo, BatchItem *items, bool *returned, int n)
@@ -1341,9 +1433,8 @@ CompleteJobs(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	BatchLockAndClassify(&batch, ids, n, CompleteIsRepeat);
 	BatchWrite(&batch, batch.finish, CompleteWrite);
-	SPI_finish();
-
 	BatchResult(fcinfo, batch.items, batch.returned, n);
+	SPI_finish();
 	return (Datum) 0;
 }
 
@@ -1441,9 +1532,8 @@ FailJobs(PG_FUNCTION_ARGS)
 		terminal[i] = batch.finish[i] &&
 			(!args.retryable || batch.jobs[i].attempt >= batch.jobs[i].max_attempts);
 	BatchWrite(&batch, terminal, FailWrite);
-	SPI_finish();
-
 	BatchResult(fcinfo, batch.items, batch.returned, n);
+	SPI_finish();
 	return (Datum) 0;
 }
 
