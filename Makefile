@@ -6,6 +6,8 @@ DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
 	workflow--1.2--1.3.sql
 OBJS = \
 	src/workflow.o \
+	src/xact_state.o \
+	src/locks.o \
 	src/spi_util.o \
 	src/uuid.o \
 	src/queue.o \

@@ -64,7 +64,12 @@ static bool finishing = false;
 static LocalTransactionId held_lxid = InvalidLocalTransactionId;
 static pg_uuid_t max_held_dependent;
 
+static bool CascadeUnfinished(void);
+static void CascadeAbortSub(SubTransactionId subid);
+static void CascadeReset(void);
 static int	CompareTerminalStep(const void *a, const void *b);
+static int	CompareRunOfTerminalStep(const void *a, const void *b);
+static void FinishCollected(void);
 static int	CompareEdgeByDependent(const void *a, const void *b);
 static void CascadeLevel(WfTerminalStep *level, int nlevel,
 						 WfTerminalStep **next, int *nnext);
@@ -117,15 +122,26 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 	step->subid = GetCurrentSubTransactionId();
 }
 
+/*
+ * WfHasPending says whether terminal steps or counter changes wait to be
+ * processed.
+ */
 bool
 WfHasPending(void)
 {
 	return n_pending > 0 || WfHasRunDeltas();
 }
 
-/* WfPendingAbortSub forgets what an aborted subtransaction collected. */
-void
-WfPendingAbortSub(SubTransactionId subid)
+/* Whether terminal steps were collected and never processed. */
+static bool
+CascadeUnfinished(void)
+{
+	return n_pending > 0;
+}
+
+/* CascadeAbortSub forgets the steps an aborted subtransaction collected. */
+static void
+CascadeAbortSub(SubTransactionId subid)
 {
 	int			kept = 0;
 
@@ -133,18 +149,32 @@ WfPendingAbortSub(SubTransactionId subid)
 		if (pending_steps[i].subid < subid)
 			pending_steps[kept++] = pending_steps[i];
 	n_pending = kept;
-	WfRunDeltasAbortSub(subid);
 }
 
-/* WfPendingReset forgets collected work; its memory is reset by the caller. */
-void
-WfPendingReset(void)
+/*
+ * CascadeReset forgets collected steps; their memory, the pending context,
+ * is reset by the caller.
+ */
+static void
+CascadeReset(void)
 {
 	pending_steps = NULL;
 	n_pending = 0;
 	max_pending = 0;
 	finishing = false;
-	WfRunDeltasReset();
+}
+
+/* WfCascadeInit registers the cascade's end-of-transaction hooks. */
+void
+WfCascadeInit(void)
+{
+	static const WfXactHooks hooks = {
+		.unfinished = CascadeUnfinished,
+		.reset = CascadeReset,
+		.abort_sub = CascadeAbortSub,
+	};
+
+	WfRegisterXactHooks(&hooks);
 }
 
 static int
@@ -226,7 +256,8 @@ WfFinishPending(void)
 	}
 	PG_END_TRY();
 
-	WfPendingReset();
+	CascadeReset();
+	WfRunDeltasReset();
 	MemoryContextReset(WfPendingContext());
 }
 

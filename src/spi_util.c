@@ -5,13 +5,17 @@
  *
  * Every statement of the engine is prepared once per backend and kept
  * (SPI_prepare + SPI_keepplan); callers hold the plan pointer in a static
- * variable next to the statement text.  Takes no locks of its own.
+ * variable next to the statement text.  The value helpers build and split
+ * arrays, read result columns, compare and format values, and cut error
+ * messages to workflow.max_error_message_bytes.  Takes no locks of its
+ * own.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -262,4 +266,22 @@ char *
 WfEnumLabel(Datum value)
 {
 	return DatumGetCString(DirectFunctionCall1(enum_out, value));
+}
+
+/*
+ * WfTruncateMessage cuts an error message to the configured byte limit at
+ * a character boundary; long messages are kept in part, never rejected.
+ */
+char *
+WfTruncateMessage(const char *message)
+{
+	int			len;
+
+	if (message == NULL)
+		return NULL;
+	len = strlen(message);
+	if (len <= wf_max_error_message_bytes)
+		return pstrdup(message);
+	len = pg_mbcliplen(message, len, wf_max_error_message_bytes);
+	return pnstrdup(message, len);
 }

@@ -62,6 +62,15 @@ static RunDeltaEntry *run_deltas = NULL;
 static int	n_run_deltas = 0;
 static int	max_run_deltas = 0;
 
+static void RunDeltasAbortSub(SubTransactionId subid);
+static void SumShards(const pg_uuid_t *run_id, int32 *succeeded,
+					  int32 *failed, int32 *canceled);
+static void WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded);
+static void ApplyShardDelta(const RunDeltaEntry *entry,
+							RunDeltaEntry *run_delta, bool late);
+static int	CompareRunDelta(const void *a, const void *b);
+static bool DeltaChanges(const RunDeltaEntry *entry);
+
 /* WfRunDeltasReset forgets collected deltas (their memory is reset). */
 void
 WfRunDeltasReset(void)
@@ -71,9 +80,9 @@ WfRunDeltasReset(void)
 	max_run_deltas = 0;
 }
 
-/* WfRunDeltasAbortSub drops the deltas made in an aborted subtransaction. */
-void
-WfRunDeltasAbortSub(SubTransactionId subid)
+/* RunDeltasAbortSub drops the deltas made in an aborted subtransaction. */
+static void
+RunDeltasAbortSub(SubTransactionId subid)
 {
 	int			kept = 0;
 
@@ -83,10 +92,24 @@ WfRunDeltasAbortSub(SubTransactionId subid)
 	n_run_deltas = kept;
 }
 
+/* WfHasRunDeltas says whether counter changes wait to be applied. */
 bool
 WfHasRunDeltas(void)
 {
 	return n_run_deltas > 0;
+}
+
+/* WfStatusInit registers the counter changes' end-of-transaction hooks. */
+void
+WfStatusInit(void)
+{
+	static const WfXactHooks hooks = {
+		.unfinished = WfHasRunDeltas,
+		.reset = WfRunDeltasReset,
+		.abort_sub = RunDeltasAbortSub,
+	};
+
+	WfRegisterXactHooks(&hooks);
 }
 
 /* WfRunDeltaAdd adds delta to one counter of a run's counter shard. */

@@ -34,8 +34,6 @@ PG_FUNCTION_INFO_V1(workflow_job_queue_finish_statement);
 PG_FUNCTION_INFO_V1(workflow_job_queue_guard);
 PG_FUNCTION_INFO_V1(workflow_workflow_steps_guard);
 
-static int	defer_depth = 0;
-
 /*
  * A step move noted by the row trigger: the step's new status (RUNNING,
  * ENQUEUED or the job's terminal status) and the job's values it takes,
@@ -72,49 +70,24 @@ static int	max_syncs = 0;
 static MemoryContext sync_context = NULL;
 static int	flush_depth = 0;	/* FlushStepSyncs calls in progress */
 
+static bool SyncsUnfinished(void);
+static void SyncReset(void);
+static void SyncAbortSub(SubTransactionId subid);
+static Datum GetColumn(HeapTuple tuple, TupleDesc desc, const char *name,
+					   bool *isnull);
+static void CheckTrigger(FunctionCallInfo fcinfo, const char *name);
+static void NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
+						 const pg_uuid_t *run_id, const char *to,
+						 HeapTuple newtup, TupleDesc desc);
+static bool IsTerminalSync(const StepSync *sync);
+static bool HasRepeatedStep(const StepSync *items, int n);
+static void FlushStepSyncs(void);
 static void SyncStepClaimed(const StepSync *sync);
 static void SyncStepRequeued(const StepSync *sync);
 static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
 							 int16 *shard);
 static void SyncStepsInOrder(const StepSync *items, int n);
 static void SyncSteps(const StepSync *items, int n);
-
-/*
- * WfDeferFinishBegin makes the statement trigger leave collected work for
- * the caller, which finishes a whole batch of statements at once so that
- * its run rows are locked once, in order, at the end.
- */
-void
-WfDeferFinishBegin(void)
-{
-	defer_depth++;
-}
-
-void
-WfDeferFinishEnd(void)
-{
-	if (defer_depth > 0)
-		defer_depth--;
-}
-
-void
-WfDeferReset(void)
-{
-	defer_depth = 0;
-}
-
-int
-WfDeferDepth(void)
-{
-	return defer_depth;
-}
-
-/* WfDeferRestore puts back the depth saved before a batch, on any exit. */
-void
-WfDeferRestore(int depth)
-{
-	defer_depth = depth;
-}
 
 static Datum
 GetColumn(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
@@ -134,16 +107,16 @@ CheckTrigger(FunctionCallInfo fcinfo, const char *name)
 	WfCheckVersion();
 }
 
-/* WfPendingSyncs is the number of step moves noted but not yet written. */
-int
-WfPendingSyncs(void)
+/* Whether step moves were noted and never written. */
+static bool
+SyncsUnfinished(void)
 {
-	return n_syncs;
+	return n_syncs > 0;
 }
 
-/* WfSyncReset forgets noted step moves; the caller resets nothing else. */
-void
-WfSyncReset(void)
+/* SyncReset forgets noted step moves and resets their memory. */
+static void
+SyncReset(void)
 {
 	syncs = NULL;
 	n_syncs = 0;
@@ -153,9 +126,9 @@ WfSyncReset(void)
 		MemoryContextReset(sync_context);
 }
 
-/* WfSyncAbortSub forgets the step moves an aborted subtransaction noted. */
-void
-WfSyncAbortSub(SubTransactionId subid)
+/* SyncAbortSub forgets the step moves an aborted subtransaction noted. */
+static void
+SyncAbortSub(SubTransactionId subid)
 {
 	int			kept = 0;
 
@@ -163,6 +136,19 @@ WfSyncAbortSub(SubTransactionId subid)
 		if (syncs[i].subid < subid)
 			syncs[kept++] = syncs[i];
 	n_syncs = kept;
+}
+
+/* WfTriggersInit registers the noted step moves' end-of-transaction hooks. */
+void
+WfTriggersInit(void)
+{
+	static const WfXactHooks hooks = {
+		.unfinished = SyncsUnfinished,
+		.reset = SyncReset,
+		.abort_sub = SyncAbortSub,
+	};
+
+	WfRegisterXactHooks(&hooks);
 }
 
 static void
@@ -340,7 +326,7 @@ FlushStepSyncs(void)
 	PG_END_TRY();
 	pfree(items);
 	if (n_syncs == 0 && flush_depth == 0)
-		WfSyncReset();
+		SyncReset();
 }
 
 /* A claimed job's step runs; started_at is kept from the first attempt. */
@@ -591,13 +577,13 @@ workflow_job_queue_finish_statement(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
 		elog(ERROR, "job_queue_finish_statement: must be fired after each statement");
 
-	if (n_syncs == 0 && (defer_depth > 0 || !WfHasPending()))
+	if (n_syncs == 0 && (WfDeferDepth() > 0 || !WfHasPending()))
 		return PointerGetDatum(NULL);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	FlushStepSyncs();
-	if (defer_depth == 0)
+	if (WfDeferDepth() == 0)
 		WfFinishPending();
 	SPI_finish();
 	return PointerGetDatum(NULL);

@@ -1,27 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * workflow.c
- *	  Module entry: settings, per-transaction engine state, and the run
- *	  release lock.
+ *	  Module entry: the library's magic block, _PG_init and the settings.
  *
- * Owns the workflow.* settings, the flag that lets the engine's own writes
- * pass the guard triggers, the memory that collects terminal steps until
- * the end of a statement, and the run release lock: a transaction-level
- * advisory lock per run, taken shared by completions and exclusive by
- * cancel_run and purge.
+ * Owns the workflow.* settings, which every other file reads.  _PG_init
+ * registers them, then lets each module set itself up: the transaction
+ * callbacks (xact_state.c), the cache invalidation callbacks
+ * (privilege.c), and the end-of-transaction hooks of the modules that
+ * collect work within a transaction (status.c, cascade.c, triggers.c).
+ * Nothing here runs after _PG_init, and no other file calls into it.
+ *
+ * Takes no locks.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
-#include "mb/pg_wchar.h"
-#include "storage/lmgr.h"
-#include "storage/lock.h"
-#include "storage/proc.h"
-#include "miscadmin.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
 
 #include "workflow.h"
 
@@ -40,21 +35,12 @@ int			wf_counter_shards = 64;
 int			wf_counter_shard_min_width = 64;
 bool		wf_notify_per_organization = false;
 
-/*
- * The advisory lock class of release locks (pg_locks.objsubid): 1 and 2
- * are SQL's advisory locks, and Citus takes its classes from 4 up.
- */
-#define WF_RELEASE_LOCK_CLASS 0x5746
-
-static int	engine_write_depth = 0;
-static MemoryContext pending_context = NULL;
-
 void		_PG_init(void);
-static void WfXactCallback(XactEvent event, void *arg);
-static void WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
-							  SubTransactionId parentSubid, void *arg);
 
-/* _PG_init registers the settings and the transaction callbacks. */
+/*
+ * _PG_init registers the settings, then the callbacks and hooks of the
+ * modules, lowest first.
+ */
 void
 _PG_init(void)
 {
@@ -115,224 +101,8 @@ _PG_init(void)
 	MarkGUCPrefixReserved("workflow");
 
 	WfPrivilegeInit();
-	RegisterXactCallback(WfXactCallback, NULL);
-	RegisterSubXactCallback(WfSubXactCallback, NULL);
-}
-
-/*
- * WfRequireReadCommitted refuses to run under REPEATABLE READ or
- * SERIALIZABLE: the cascade relies on every statement seeing the latest
- * committed counters.
- */
-void
-WfRequireReadCommitted(void)
-{
-	if (XactIsoLevel != XACT_READ_COMMITTED)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_ISOLATION),
-				 errmsg(WF_UNSUPPORTED_ISOLATION ": workflow functions require READ COMMITTED"),
-				 errdetail("The current transaction runs at a stricter isolation level."),
-				 errhint("Call the function in a READ COMMITTED transaction.")));
-}
-
-/*
- * The guard trigger on workflow_steps lets a status change through only
- * while the engine runs one of its own statements.  The depth is restored
- * on the way out of an error, so a caught error leaves no way in.
- */
-int
-WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
-				  const Oid *argtypes, Datum *values, const char *nulls)
-{
-	int			depth = engine_write_depth;
-	int			ret;
-
-	engine_write_depth++;
-	PG_TRY();
-	{
-		ret = WfExecute(plan, sql, nargs, argtypes, values, nulls, false, 0);
-	}
-	PG_FINALLY();
-	{
-		engine_write_depth = depth;
-	}
-	PG_END_TRY();
-	return ret;
-}
-
-bool
-WfEngineWriting(void)
-{
-	return engine_write_depth > 0;
-}
-
-/*
- * A transaction that holds run rows (or a run's release lock exclusive)
- * from an earlier call must not wait for locks in a later call: the
- * holder of what it waits for may be waiting for that run row, which is
- * the last lock of every other path.  Such waits become NOWAIT or a
- * try-lock, and raise workflow.release_conflict.
- */
-static LocalTransactionId late_locks_lxid = InvalidLocalTransactionId;
-
-void
-WfNoteLateLocks(void)
-{
-	late_locks_lxid = MyProc->lxid;
-}
-
-bool
-WfHoldsLateLocks(void)
-{
-	return late_locks_lxid == MyProc->lxid &&
-		late_locks_lxid != InvalidLocalTransactionId;
-}
-
-/*
- * WfPendingContext holds what row triggers collect until the statement
- * ends; it lives outside any transaction context so that the pointers into
- * it can be reset explicitly on abort.
- */
-MemoryContext
-WfPendingContext(void)
-{
-	if (pending_context == NULL)
-		pending_context = AllocSetContextCreate(TopMemoryContext,
-												"workflow pending work",
-												ALLOCSET_DEFAULT_SIZES);
-	return pending_context;
-}
-
-static void
-WfDiscardState(void)
-{
-	engine_write_depth = 0;
-	WfDeferReset();
-	WfPendingReset();
-	WfSyncReset();
-	if (pending_context != NULL)
-		MemoryContextReset(pending_context);
-}
-
-/*
- * WfXactCallback drops collected work on abort, and refuses to commit work
- * that was collected but never applied (which would leave counters wrong).
- */
-static void
-WfXactCallback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
-			if (WfHasPending() || WfPendingSyncs() > 0)
-				ereport(ERROR,
-						(errcode(WF_SQLSTATE_INTERNAL),
-						 errmsg(WF_INTERNAL_STATE ": terminal steps were collected but not processed")));
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			WfDiscardState();
-			break;
-	}
-}
-
-/*
- * A rolled-back savepoint takes back the step changes made inside it:
- * forget what was collected there, and only that.
- */
-static void
-WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
-				  SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		WfPendingAbortSub(mySubid);
-		WfSyncAbortSub(mySubid);
-	}
-}
-
-/*
- * The release lock's key is the uuid's last eight bytes (random in a v7
- * uuid), in an advisory lock class of the extension's own: the classes of
- * pg_advisory_lock(bigint) and (int, int) are 1 and 2, so no SQL call can
- * take or hold a run's release lock.
- */
-static void
-RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag)
-{
-	uint64		key = 0;
-
-	for (int i = 8; i < UUID_LEN; i++)
-		key = (key << 8) | run_id->data[i];
-
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
-						 (uint32) key, WF_RELEASE_LOCK_CLASS);
-}
-
-/*
- * WfLockRunRelease takes the run's release lock for the rest of the
- * transaction: shared for completions, exclusive for cancel_run and purge.
- * With wait false it only tries, and returns whether it got the lock.
- */
-bool
-WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
-{
-	LOCKTAG		tag;
-	LockAcquireResult res;
-	bool		try_only = !wait || WfHoldsLateLocks();
-
-	RunReleaseLockTag(run_id, &tag);
-	res = LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
-					  false, try_only);
-	if (res != LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	if (!wait)
-		return false;
-	ereport(ERROR,
-			(errcode(WF_SQLSTATE_RETRY),
-			 errmsg(WF_RELEASE_CONFLICT ": the release lock of run %s is busy",
-					WfUuidString(run_id)),
-			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
-			 errhint("Retry the transaction, or make one engine call per transaction.")));
-	return false;				/* keep compiler quiet */
-}
-
-/*
- * WfUnlockRunRelease gives back one WfLockRunRelease of this transaction
- * before commit.  Only purge does this, once it has deleted the run under
- * its row locks or skipped it (see purge.c); a hold taken earlier in the
- * transaction, in either mode, stays.
- */
-void
-WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive)
-{
-	LOCKTAG		tag;
-
-	RunReleaseLockTag(run_id, &tag);
-	if (!LockRelease(&tag, exclusive ? ExclusiveLock : ShareLock, false))
-		elog(ERROR, "the release lock of run %s is not held",
-			 WfUuidString(run_id));
-}
-
-/*
- * WfTruncateMessage cuts an error message to the configured byte limit at
- * a character boundary; long messages are kept in part, never rejected.
- */
-char *
-WfTruncateMessage(const char *message)
-{
-	int			len;
-
-	if (message == NULL)
-		return NULL;
-	len = strlen(message);
-	if (len <= wf_max_error_message_bytes)
-		return pstrdup(message);
-	len = pg_mbcliplen(message, len, wf_max_error_message_bytes);
-	return pnstrdup(message, len);
+	WfXactStateInit();
+	WfStatusInit();
+	WfCascadeInit();
+	WfTriggersInit();
 }

@@ -44,7 +44,7 @@ typedef enum WfCounter
 	WF_NUM_COUNTERS
 } WfCounter;
 
-/* workflow.c: settings, transaction state, locks */
+/* workflow.c: settings */
 extern int	wf_max_steps;
 extern int	wf_max_edges;
 extern int	wf_max_payload_bytes;
@@ -59,16 +59,40 @@ extern int	wf_counter_shards;
 extern int	wf_counter_shard_min_width;
 extern bool wf_notify_per_organization;
 
+/* xact_state.c: transaction and statement state, end-of-transaction hooks */
+
+/*
+ * The hooks of a module that collects work within a transaction; any may
+ * be NULL.  unfinished says, before commit, whether work is left that was
+ * never processed (the commit then fails); reset forgets everything at the
+ * end of the transaction, before the pending context is reset; abort_sub
+ * drops what was collected in an aborted subtransaction.
+ */
+typedef struct WfXactHooks
+{
+	bool		(*unfinished) (void);
+	void		(*reset) (void);
+	void		(*abort_sub) (SubTransactionId subid);
+} WfXactHooks;
+
+extern void WfXactStateInit(void);
+extern void WfRegisterXactHooks(const WfXactHooks *hooks);
 extern void WfRequireReadCommitted(void);
+extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
+							  const Oid *argtypes, Datum *values,
+							  const char *nulls);
 extern bool WfEngineWriting(void);
+extern void WfDeferFinishBegin(void);
+extern int	WfDeferDepth(void);
+extern void WfDeferRestore(int depth);
+extern void WfNoteLateLocks(void);
+extern bool WfHoldsLateLocks(void);
 extern MemoryContext WfPendingContext(void);
-extern void WfPendingReset(void);
+
+/* locks.c: the run release lock */
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
-extern void WfNoteLateLocks(void);
-extern bool WfHoldsLateLocks(void);
-extern char *WfTruncateMessage(const char *message);
 
 /* privilege.c: version check, owner switch, tenant confinement */
 #define WF_SQL_VERSION "1.3"
@@ -100,9 +124,6 @@ extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
 extern int	WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
 							 const Oid *argtypes, Datum *values,
 							 const char *nulls);
-extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
-							  const Oid *argtypes, Datum *values,
-							  const char *nulls);
 extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
 							const Oid *argtypes, Datum *values,
 							const char *nulls);
@@ -119,6 +140,7 @@ extern char *WfUuidString(const pg_uuid_t *uuid);
 extern bool WfJsonbEqual(Datum a, bool a_null, Datum b, bool b_null);
 extern bool WfTextEqual(const char *a, const char *b);
 extern char *WfEnumLabel(Datum value);
+extern char *WfTruncateMessage(const char *message);
 
 /* uuid.c: time-ordered identifiers */
 extern void WfNewUuidV7(pg_uuid_t *out);
@@ -126,30 +148,23 @@ extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
 extern int	WfUuidCmpQsort(const void *a, const void *b);
 
 /* cascade.c: terminal processing and dependency release */
+extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const pg_uuid_t *step_id,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
-extern void WfPendingAbortSub(SubTransactionId subid);
 
-/* triggers.c: step moves noted per row, deferral of statement-end processing */
-extern void WfDeferFinishBegin(void);
-extern void WfDeferFinishEnd(void);
-extern void WfDeferReset(void);
-extern int	WfDeferDepth(void);
-extern void WfDeferRestore(int depth);
-extern int	WfPendingSyncs(void);
-extern void WfSyncReset(void);
-extern void WfSyncAbortSub(SubTransactionId subid);
+/* triggers.c: step moves noted per row and written per statement */
+extern void WfTriggersInit(void);
 
 /* status.c: run counters, status recomputation, notification */
+extern void WfStatusInit(void);
 extern void WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard,
 						  WfCounter counter, int32 delta);
 extern char *WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
-extern void WfRunDeltasAbortSub(SubTransactionId subid);
 extern bool WfHasRunDeltas(void);
 extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 									  int32 blocked, int32 failed,

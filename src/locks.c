@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks.c
+ *	  The run release lock.
+ *
+ * A transaction-level advisory lock per run, in a lock class of the
+ * extension's own: taken shared by completions (which wait for it) and by
+ * external completion and lease reaping (which only try), exclusive by
+ * cancel_run and purge.  A transaction that already holds late locks
+ * (xact_state.c) only tries, and raises workflow.release_conflict where it
+ * would have waited.
+ *
+ * Locks: the release lock of the runs it is asked for, nothing else.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+
+#include "workflow.h"
+
+/*
+ * The advisory lock class of release locks (pg_locks.objsubid): 1 and 2
+ * are SQL's advisory locks, and Citus takes its classes from 4 up.
+ */
+#define WF_RELEASE_LOCK_CLASS 0x5746
+
+static void RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag);
+
+/*
+ * The release lock's key is the uuid's last eight bytes (random in a v7
+ * uuid), in an advisory lock class of the extension's own: the classes of
+ * pg_advisory_lock(bigint) and (int, int) are 1 and 2, so no SQL call can
+ * take or hold a run's release lock.
+ */
+static void
+RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag)
+{
+	uint64		key = 0;
+
+	for (int i = 8; i < UUID_LEN; i++)
+		key = (key << 8) | run_id->data[i];
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, WF_RELEASE_LOCK_CLASS);
+}
+
+/*
+ * WfLockRunRelease takes the run's release lock for the rest of the
+ * transaction: shared for completions, exclusive for cancel_run and purge.
+ * With wait false it only tries, and returns whether it got the lock.
+ */
+bool
+WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive, bool wait)
+{
+	LOCKTAG		tag;
+	LockAcquireResult res;
+	bool		try_only = !wait || WfHoldsLateLocks();
+
+	RunReleaseLockTag(run_id, &tag);
+	res = LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
+					  false, try_only);
+	if (res != LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	if (!wait)
+		return false;
+	ereport(ERROR,
+			(errcode(WF_SQLSTATE_RETRY),
+			 errmsg(WF_RELEASE_CONFLICT ": the release lock of run %s is busy",
+					WfUuidString(run_id)),
+			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
+			 errhint("Retry the transaction, or make one engine call per transaction.")));
+	return false;				/* keep compiler quiet */
+}
+
+/*
+ * WfUnlockRunRelease gives back one WfLockRunRelease of this transaction
+ * before commit.  Only purge does this, once it has deleted the run under
+ * its row locks or skipped it (see purge.c); a hold taken earlier in the
+ * transaction, in either mode, stays.
+ */
+void
+WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive)
+{
+	LOCKTAG		tag;
+
+	RunReleaseLockTag(run_id, &tag);
+	if (!LockRelease(&tag, exclusive ? ExclusiveLock : ShareLock, false))
+		elog(ERROR, "the release lock of run %s is not held",
+			 WfUuidString(run_id));
+}
