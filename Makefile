@@ -11,6 +11,8 @@ OBJS = \
 	src/spi_util.o \
 	src/uuid.o \
 	src/queue.o \
+	src/claim.o \
+	src/batch.o \
 	src/run.o \
 	src/cascade.o \
 	src/status.o \

@@ -147,6 +147,48 @@ extern void WfNewUuidV7(pg_uuid_t *out);
 extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
 extern int	WfUuidCmpQsort(const void *a, const void *b);
 
+/* queue.c: the single-job calls; the job state claim.c and batch.c share */
+
+/* the columns WfReadJobState reads, in its order, of job_queue j */
+#define WF_JOB_STATE_COLUMNS \
+	"j.id, j.status::pg_catalog.text, j.lease_token, j.output," \
+	" j.last_error_code, j.last_error_message, j.attempt, j.max_attempts," \
+	" j.workflow_step_id, j.workflow_run_id, j.organization_id"
+
+/* What a worker-facing call needs to know about a job it names. */
+typedef struct WfJobState
+{
+	pg_uuid_t	id;
+	bool		found;
+	char	   *status;
+	bool		has_token;
+	pg_uuid_t	lease_token;
+	bool		output_null;
+	Datum		output;
+	char	   *error_code;
+	char	   *error_message;
+	int32		attempt;
+	int32		max_attempts;
+	bool		has_step;
+	pg_uuid_t	step_id;
+	bool		has_run;
+	pg_uuid_t	run_id;
+	bool		has_org;
+	pg_uuid_t	org;
+} WfJobState;
+
+extern text *WfArgText(FunctionCallInfo fcinfo, int n, const char *name);
+extern void WfCheckJsonbSize(Datum value, const char *name);
+extern void WfReadJobState(uint64 row, WfJobState *job);
+extern bool WfCheckWorkerJob(const WfJobState *job, const pg_uuid_t *token,
+							 bool skip_soft);
+extern void WfRaiseNotRunning(const WfJobState *job);
+extern bool WfIsFailRepeat(const WfJobState *job, const char *code,
+						   const char *message);
+extern void WfFailJobRows(int n, const WfJobState *const *jobs,
+						  const Datum *codes, const Datum *messages,
+						  const bool *message_nulls, bool retryable);
+
 /* cascade.c: terminal processing and dependency release */
 extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
