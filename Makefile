@@ -13,6 +13,7 @@ OBJS = \
 	src/queue.o \
 	src/claim.o \
 	src/batch.o \
+	src/definition.o \
 	src/run.o \
 	src/cascade.o \
 	src/status.o \

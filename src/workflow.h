@@ -14,6 +14,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/array.h"
+#include "utils/jsonb.h"
 #include "utils/uuid.h"
 
 #include "errors.h"
@@ -188,6 +189,45 @@ extern bool WfIsFailRepeat(const WfJobState *job, const char *code,
 extern void WfFailJobRows(int n, const WfJobState *const *jobs,
 						  const Datum *codes, const Datum *messages,
 						  const bool *message_nulls, bool retryable);
+
+/* definition.c: parsing and validation of a run's definition */
+typedef struct WfStepDef
+{
+	char	   *key;
+	bool		external;
+	char	   *job_type;
+	Datum		payload;		/* jsonb */
+	int32		priority;
+	int32		max_attempts;
+	int32		timeout_seconds;
+	char	   *stage;
+	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
+	int			nedges;
+	pg_uuid_t	id;				/* set by run.c */
+	pg_uuid_t	job_id;			/* set by run.c for root job steps */
+	int16		counter_shard;	/* 0: counted on the run row */
+} WfStepDef;
+
+typedef struct WfEdgeDef
+{
+	int			prerequisite;	/* index into steps */
+	int			dependent;
+	bool		on_terminal;
+} WfEdgeDef;
+
+typedef struct WfDefinition
+{
+	char	   *name;
+	char	   *result_step;
+	WfStepDef  *steps;
+	int			nsteps;
+	WfEdgeDef  *edges;
+	int			nedges;
+	char	  **dep_keys;		/* per edge, the named prerequisite key */
+	int			counter_shards; /* 0: counters on the run row */
+} WfDefinition;
+
+extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
 
 /* cascade.c: terminal processing and dependency release */
 extern void WfCascadeInit(void);

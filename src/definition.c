@@ -1,0 +1,741 @@
+/*-------------------------------------------------------------------------
+ *
+ * definition.c
+ *	  A run's definition: parsing and validation of its JSON.
+ *
+ * start_run validates the definition whole before anything is written, in
+ * time linear in steps plus edges: its shape and every step's fields,
+ * read with the jsonb API; the dependencies, resolved through a hash of
+ * step keys (unknown steps, self-edges, duplicates); cycles, by Kahn's
+ * algorithm, whose levels also spread the steps over the run's counter
+ * shards.  The first problem raises workflow.invalid_definition.
+ *
+ * Takes no locks and runs no statement.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "workflow.h"
+
+typedef struct KeyEntry
+{
+	char		key[NAMEDATALEN * 4];	/* hash key; longer keys are refused
+										 * before they get here */
+	int			index;
+} KeyEntry;
+
+static const char *JsonTypeName(JsonbValue *v);
+static bool IsObject(JsonbValue *v);
+static bool IsArray(JsonbValue *v);
+static JsonbValue *GetKey(JsonbContainer *obj, const char *key);
+static char *StringValue(JsonbValue *v);
+static void CheckKeys(JsonbContainer *obj, const char *const *allowed,
+					  const char *where);
+static int32 IntValue(JsonbValue *v, int32 min, int32 max, const char *what,
+					  const char *step);
+static bool ValidStepKey(const char *key, int len);
+static Datum JsonbValueDatum(JsonbValue *v);
+static void ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step,
+						 HTAB *keys);
+static void ParseStepKind(JsonbContainer *obj, WfStepDef *step);
+static void ParseStepOptions(JsonbContainer *obj, WfStepDef *step);
+static char *ParseDependency(JsonbValue *dv, int i, const WfStepDef *step,
+							 WfEdgeDef *edge);
+static void ParseDependsOn(JsonbContainer *obj, int index, WfStepDef *step,
+						   WfDefinition *def, int *max_edges_seen);
+static void ParseStep(JsonbValue *sv, int index, WfStepDef *step,
+					  WfDefinition *def, int *max_edges_seen, HTAB *keys);
+static JsonbContainer *ParseTopLevel(JsonbContainer *root, WfDefinition *def);
+static void ParseSteps(JsonbContainer *steps, WfDefinition *def, HTAB *keys);
+static HTAB *StepKeyHash(int nsteps);
+static void CheckResultStep(WfDefinition *def, HTAB *keys);
+static void ResolveDependencies(WfDefinition *def, HTAB *keys);
+static void OutgoingEdges(const WfDefinition *def, int *indegree,
+						  int *out_start, int *out_edges);
+static int	TopologicalOrder(int n, int *indegree, const int *out_start,
+							 const int *out_edges, int *order, int *depth);
+static int	StepOnCycle(const WfDefinition *def, const int *indegree);
+static void CheckAcyclic(WfDefinition *def);
+static void AssignCounterShards(WfDefinition *def, const int *order,
+								const int *depth);
+
+/* --- JSON helpers --- */
+
+/* JsonTypeName names a JSON value's type for an error message. */
+static const char *
+JsonTypeName(JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			return "null";
+		case jbvString:
+			return "a string";
+		case jbvNumeric:
+			return "a number";
+		case jbvBool:
+			return "a boolean";
+		case jbvBinary:
+			return JsonContainerIsArray(v->val.binary.data) ? "an array" :
+				"an object";
+		default:
+			return "a JSON value";
+	}
+}
+
+/* IsObject says whether a value is a JSON object. */
+static bool
+IsObject(JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
+}
+
+/* IsArray says whether a value is a JSON array. */
+static bool
+IsArray(JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+}
+
+/* GetKey returns the value of key in an object, or NULL. */
+static JsonbValue *
+GetKey(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+}
+
+/* StringValue copies a JSON string into a C string. */
+static char *
+StringValue(JsonbValue *v)
+{
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/*
+ * CheckKeys refuses any key of obj not in allowed: a misspelt depends_on
+ * must not silently make a root step.
+ */
+static void
+CheckKeys(JsonbContainer *obj, const char *const *allowed, const char *where)
+{
+	JsonbIterator *it = JsonbIteratorInit(obj);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		known = false;
+
+		if (tok != WJB_KEY)
+			continue;
+		for (int i = 0; allowed[i] != NULL; i++)
+			if (strlen(allowed[i]) == (size_t) v.val.string.len &&
+				memcmp(allowed[i], v.val.string.val, v.val.string.len) == 0)
+				known = true;
+		if (!known)
+			wf_invalid_definition("%s has unknown key \"%s\"", where,
+								  pnstrdup(v.val.string.val, v.val.string.len));
+	}
+}
+
+/* IntValue reads an integral JSON number in [min, max]. */
+static int32
+IntValue(JsonbValue *v, int32 min, int32 max, const char *what,
+		 const char *step)
+{
+	char	   *text;
+	char	   *end;
+	long		value;
+
+	if (v->type != jbvNumeric)
+		wf_invalid_definition("step \"%s\": %s must be an integer, not %s",
+							  step, what, JsonTypeName(v));
+	text = DatumGetCString(DirectFunctionCall1(numeric_out,
+											   NumericGetDatum(v->val.numeric)));
+	errno = 0;
+	value = strtol(text, &end, 10);
+	if (*end != '\0' || errno != 0 || value < min || value > max)
+		wf_invalid_definition("step \"%s\": %s must be an integer between %d and %d, not %s",
+							  step, what, min, max, text);
+	return (int32) value;
+}
+
+/* ValidStepKey says whether a key matches ^[A-Za-z0-9_.:-]{1,max}$. */
+static bool
+ValidStepKey(const char *key, int len)
+{
+	if (len < 1 || len > wf_max_step_key_length)
+		return false;
+	for (int i = 0; i < len; i++)
+	{
+		char		c = key[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+			  c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* JsonbValueDatum turns a JSON value into a jsonb Datum. */
+static Datum
+JsonbValueDatum(JsonbValue *v)
+{
+	return PointerGetDatum(JsonbValueToJsonb(v));
+}
+
+/* --- parsing --- */
+
+/*
+ * ParseStepKey reads the step's key, refuses keys it does not know and a
+ * key used twice, and enters the key into keys.
+ */
+static void
+ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
+{
+	static const char *const step_keys[] = {"key", "kind", "job_type",
+		"payload", "depends_on", "priority", "max_attempts",
+	"timeout_seconds", "stage", NULL};
+	JsonbValue *v;
+	KeyEntry   *entry;
+	bool		found;
+	char		where[64];
+
+	v = GetKey(obj, "key");
+	if (v == NULL)
+		wf_invalid_definition("steps[%d] has no key", index);
+	if (v->type != jbvString)
+		wf_invalid_definition("steps[%d]: key must be a string, not %s", index,
+							  JsonTypeName(v));
+	if (!ValidStepKey(v->val.string.val, v->val.string.len))
+		wf_invalid_definition("steps[%d]: key \"%s\" must match ^[A-Za-z0-9_.:-]{1,%d}$",
+							  index, StringValue(v), wf_max_step_key_length);
+	step->key = StringValue(v);
+
+	snprintf(where, sizeof(where), "step \"%.40s\"", step->key);
+	CheckKeys(obj, step_keys, where);
+
+	if (strlen(step->key) >= sizeof(entry->key))
+		wf_invalid_definition("step \"%s\": key is too long", step->key);
+	entry = hash_search(keys, step->key, HASH_ENTER, &found);
+	if (found)
+		wf_invalid_definition("step \"%s\" appears more than once", step->key);
+	entry->index = index;
+}
+
+/*
+ * ParseStepKind reads the step's kind and its job_type, which a job step
+ * needs and an external step must not have.
+ */
+static void
+ParseStepKind(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *v;
+
+	step->external = false;
+	v = GetKey(obj, "kind");
+	if (v != NULL)
+	{
+		char	   *kind;
+
+		if (v->type != jbvString)
+			wf_invalid_definition("step \"%s\": kind must be \"job\" or \"external\", not %s",
+								  step->key, JsonTypeName(v));
+		kind = StringValue(v);
+		if (strcmp(kind, "external") == 0)
+			step->external = true;
+		else if (strcmp(kind, "job") != 0)
+			wf_invalid_definition("step \"%s\": kind must be \"job\" or \"external\", not \"%s\"",
+								  step->key, kind);
+	}
+
+	step->job_type = NULL;
+	v = GetKey(obj, "job_type");
+	if (step->external && v != NULL)
+		wf_invalid_definition("step \"%s\": an external step has no job_type",
+							  step->key);
+	if (!step->external)
+	{
+		if (v == NULL)
+			wf_invalid_definition("step \"%s\": a job step needs a job_type",
+								  step->key);
+		if (v->type != jbvString || v->val.string.len == 0)
+			wf_invalid_definition("step \"%s\": job_type must be a non-empty string",
+								  step->key);
+		if (v->val.string.len > wf_max_job_type_bytes)
+			wf_invalid_definition("step \"%s\": job_type is %d bytes, more than workflow.max_job_type_bytes (%d)",
+								  step->key, v->val.string.len,
+								  wf_max_job_type_bytes);
+		step->job_type = StringValue(v);
+	}
+}
+
+/*
+ * ParseStepOptions reads the step's payload, priority, max_attempts,
+ * timeout_seconds and stage, with their defaults.
+ */
+static void
+ParseStepOptions(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *v;
+
+	v = GetKey(obj, "payload");
+	if (v == NULL)
+		step->payload = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	else
+	{
+		if (v->type == jbvNull)
+			wf_invalid_definition("step \"%s\": payload must not be null",
+								  step->key);
+		step->payload = JsonbValueDatum(v);
+		if (VARSIZE(DatumGetPointer(step->payload)) > (Size) wf_max_payload_bytes)
+			wf_invalid_definition("step \"%s\": payload is larger than workflow.max_payload_bytes (%d)",
+								  step->key, wf_max_payload_bytes);
+	}
+
+	v = GetKey(obj, "priority");
+	step->priority = v ? IntValue(v, PG_INT32_MIN, PG_INT32_MAX, "priority",
+								  step->key) : 0;
+	v = GetKey(obj, "max_attempts");
+	step->max_attempts = v ? IntValue(v, 1, PG_INT32_MAX, "max_attempts",
+									  step->key) : 3;
+	v = GetKey(obj, "timeout_seconds");
+	step->timeout_seconds = v ? IntValue(v, 1, PG_INT32_MAX,
+										 "timeout_seconds", step->key) : 300;
+	step->stage = NULL;
+	v = GetKey(obj, "stage");
+	if (v != NULL && v->type != jbvNull)
+	{
+		if (v->type != jbvString)
+			wf_invalid_definition("step \"%s\": stage must be a string, not %s",
+								  step->key, JsonTypeName(v));
+		step->stage = StringValue(v);
+	}
+}
+
+/*
+ * ParseDependency reads element i of a step's depends_on, a step key or
+ * {"step": key, "release": mode}, into edge, and returns the key it names.
+ */
+static char *
+ParseDependency(JsonbValue *dv, int i, const WfStepDef *step, WfEdgeDef *edge)
+{
+	static const char *const dep_keys[] = {"step", "release", NULL};
+	JsonbValue *sk;
+	JsonbValue *rv;
+	char		dwhere[96];
+	char	   *dep_key;
+
+	edge->on_terminal = false;
+	if (dv->type == jbvString)
+		return StringValue(dv);
+	if (!IsObject(dv))
+		wf_invalid_definition("step \"%s\": depends_on[%d] must be a step key or an object, not %s",
+							  step->key, i, JsonTypeName(dv));
+
+	snprintf(dwhere, sizeof(dwhere), "step \"%.40s\": depends_on[%d]",
+			 step->key, i);
+	CheckKeys(dv->val.binary.data, dep_keys, dwhere);
+	sk = GetKey(dv->val.binary.data, "step");
+	if (sk == NULL || sk->type != jbvString)
+		wf_invalid_definition("%s needs \"step\" naming a step key",
+							  dwhere);
+	dep_key = StringValue(sk);
+	rv = GetKey(dv->val.binary.data, "release");
+	if (rv != NULL)
+	{
+		char	   *mode = rv->type == jbvString ? StringValue(rv) : NULL;
+
+		if (mode != NULL && strcmp(mode, "on_terminal") == 0)
+			edge->on_terminal = true;
+		else if (mode == NULL || strcmp(mode, "on_success") != 0)
+			wf_invalid_definition("%s: release must be \"on_success\" or \"on_terminal\"",
+								  dwhere);
+	}
+	return dep_key;
+}
+
+/*
+ * ParseDependsOn appends the step's dependencies to def's edges, growing
+ * them as needed (*max_edges_seen is their allocated length).  The keys
+ * are resolved once every step is known.
+ */
+static void
+ParseDependsOn(JsonbContainer *obj, int index, WfStepDef *step,
+			   WfDefinition *def, int *max_edges_seen)
+{
+	JsonbValue *v;
+	JsonbContainer *arr;
+	int			n;
+
+	step->first_edge = def->nedges;
+	step->nedges = 0;
+	v = GetKey(obj, "depends_on");
+	if (v == NULL)
+		return;
+
+	if (!IsArray(v))
+		wf_invalid_definition("step \"%s\": depends_on must be an array, not %s",
+							  step->key, JsonTypeName(v));
+	arr = v->val.binary.data;
+	n = JsonContainerSize(arr);
+	if ((int64) def->nedges + n > wf_max_edges)
+		wf_invalid_definition("more than workflow.max_edges (%d) dependencies",
+							  wf_max_edges);
+	if (def->nedges + n > *max_edges_seen)
+	{
+		while (def->nedges + n > *max_edges_seen)
+			*max_edges_seen *= 2;
+		def->edges = repalloc(def->edges, sizeof(WfEdgeDef) * *max_edges_seen);
+		def->dep_keys = repalloc(def->dep_keys, sizeof(char *) * *max_edges_seen);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *dv = getIthJsonbValueFromContainer(arr, i);
+		WfEdgeDef  *edge = &def->edges[def->nedges];
+
+		edge->dependent = index;
+		def->dep_keys[def->nedges] = ParseDependency(dv, i, step, edge);
+		def->nedges++;
+		step->nedges++;
+	}
+}
+
+/* ParseStep reads steps[index] into step, checking every field. */
+static void
+ParseStep(JsonbValue *sv, int index, WfStepDef *step, WfDefinition *def,
+		  int *max_edges_seen, HTAB *keys)
+{
+	JsonbContainer *obj;
+
+	if (!IsObject(sv))
+		wf_invalid_definition("steps[%d] must be an object, not %s", index,
+							  JsonTypeName(sv));
+	obj = sv->val.binary.data;
+
+	ParseStepKey(obj, index, step, keys);
+	ParseStepKind(obj, step);
+	ParseStepOptions(obj, step);
+	ParseDependsOn(obj, index, step, def, max_edges_seen);
+}
+
+/*
+ * ParseTopLevel checks that the definition is an object of known keys,
+ * reads its name and result_step, and returns its steps array, whose
+ * length it checks against workflow.max_steps.
+ */
+static JsonbContainer *
+ParseTopLevel(JsonbContainer *root, WfDefinition *def)
+{
+	static const char *const top_keys[] = {"name", "result_step", "steps", NULL};
+	JsonbValue *v;
+	JsonbContainer *steps;
+
+	if (!JsonContainerIsObject(root) || JsonContainerIsScalar(root))
+		wf_invalid_definition("definition must be a JSON object");
+	CheckKeys(root, top_keys, "definition");
+
+	v = GetKey(root, "name");
+	if (v != NULL && v->type != jbvNull)
+	{
+		if (v->type != jbvString)
+			wf_invalid_definition("name must be a string, not %s", JsonTypeName(v));
+		def->name = StringValue(v);
+	}
+	v = GetKey(root, "result_step");
+	if (v != NULL && v->type != jbvNull)
+	{
+		if (v->type != jbvString)
+			wf_invalid_definition("result_step must be a step key, not %s",
+								  JsonTypeName(v));
+		def->result_step = StringValue(v);
+	}
+
+	v = GetKey(root, "steps");
+	if (v == NULL)
+		wf_invalid_definition("definition has no steps");
+	if (!IsArray(v))
+		wf_invalid_definition("steps must be an array, not %s", JsonTypeName(v));
+	steps = v->val.binary.data;
+	def->nsteps = JsonContainerSize(steps);
+	if (def->nsteps == 0)
+		wf_invalid_definition("steps must not be empty");
+	if (def->nsteps > wf_max_steps)
+		wf_invalid_definition("%d steps, more than workflow.max_steps (%d)",
+							  def->nsteps, wf_max_steps);
+	return steps;
+}
+
+/* ParseSteps reads every step, entering its key into keys. */
+static void
+ParseSteps(JsonbContainer *steps, WfDefinition *def, HTAB *keys)
+{
+	JsonbIterator *it = JsonbIteratorInit(steps);
+	JsonbValue	sv;
+	JsonbIteratorToken tok;
+	int			index = 0;
+	int			max_edges_seen = 64;
+
+	def->steps = palloc0(sizeof(WfStepDef) * def->nsteps);
+	def->edges = palloc(sizeof(WfEdgeDef) * max_edges_seen);
+	def->dep_keys = palloc(sizeof(char *) * max_edges_seen);
+	while ((tok = JsonbIteratorNext(&it, &sv, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		ParseStep(&sv, index, &def->steps[index], def, &max_edges_seen,
+				  keys);
+		index++;
+	}
+}
+
+/* StepKeyHash creates the hash of step keys to step indexes. */
+static HTAB *
+StepKeyHash(int nsteps)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(((KeyEntry *) NULL)->key);
+	ctl.entrysize = sizeof(KeyEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create("workflow step keys", nsteps, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/* CheckResultStep refuses a result_step that names no step. */
+static void
+CheckResultStep(WfDefinition *def, HTAB *keys)
+{
+	bool		found;
+
+	if (def->result_step == NULL)
+		return;
+	if (strlen(def->result_step) >= sizeof(((KeyEntry *) NULL)->key))
+		found = false;
+	else
+		hash_search(keys, def->result_step, HASH_FIND, &found);
+	if (!found)
+		wf_invalid_definition("result_step \"%s\" is not a step",
+							  def->result_step);
+}
+
+/*
+ * WfParseDefinition checks a whole definition and reads it into def:
+ * its shape, every step, the dependencies (known steps, no self-edge or
+ * duplicate, no cycle), the result step, and the counter shards of the
+ * run.  It raises workflow.invalid_definition for the first problem.
+ */
+void
+WfParseDefinition(Jsonb *definition, WfDefinition *def)
+{
+	JsonbContainer *steps;
+	HTAB	   *keys;
+
+	memset(def, 0, sizeof(WfDefinition));
+	steps = ParseTopLevel(&definition->root, def);
+	keys = StepKeyHash(def->nsteps);
+	ParseSteps(steps, def, keys);
+	ResolveDependencies(def, keys);
+	CheckResultStep(def, keys);
+	CheckAcyclic(def);
+	hash_destroy(keys);
+}
+
+/*
+ * ResolveDependencies turns prerequisite keys into step indexes and
+ * refuses unknown steps, self-edges and duplicate edges.
+ */
+static void
+ResolveDependencies(WfDefinition *def, HTAB *keys)
+{
+	int		   *last_seen = palloc(sizeof(int) * def->nsteps);
+
+	/* last_seen[p] == dependent + 1 when p was already named by it */
+	memset(last_seen, 0, sizeof(int) * def->nsteps);
+	for (int s = 0; s < def->nsteps; s++)
+	{
+		WfStepDef    *step = &def->steps[s];
+
+		for (int e = step->first_edge; e < step->first_edge + step->nedges; e++)
+		{
+			char	   *key = def->dep_keys[e];
+			KeyEntry   *entry = NULL;
+
+			if (strlen(key) < sizeof(entry->key))
+				entry = hash_search(keys, key, HASH_FIND, NULL);
+			if (entry == NULL)
+				wf_invalid_definition("step \"%s\" depends on unknown step \"%s\"",
+									  step->key, key);
+			if (entry->index == s)
+				wf_invalid_definition("step \"%s\" depends on itself", step->key);
+			if (last_seen[entry->index] == s + 1)
+				wf_invalid_definition("step \"%s\" depends on \"%s\" more than once",
+									  step->key, key);
+			last_seen[entry->index] = s + 1;
+			def->edges[e].prerequisite = entry->index;
+		}
+	}
+	pfree(last_seen);
+}
+
+/*
+ * OutgoingEdges counts each step's prerequisites into indegree and lists
+ * each step's dependents: those of step s are out_edges[out_start[s] ..
+ * out_start[s + 1] - 1].
+ */
+static void
+OutgoingEdges(const WfDefinition *def, int *indegree, int *out_start,
+			  int *out_edges)
+{
+	int			n = def->nsteps;
+	int		   *fill = palloc(sizeof(int) * n);
+
+	for (int e = 0; e < def->nedges; e++)
+	{
+		indegree[def->edges[e].dependent]++;
+		out_start[def->edges[e].prerequisite + 1]++;
+	}
+	for (int i = 0; i < n; i++)
+		out_start[i + 1] += out_start[i];
+	memcpy(fill, out_start, sizeof(int) * n);
+	for (int e = 0; e < def->nedges; e++)
+		out_edges[fill[def->edges[e].prerequisite]++] = def->edges[e].dependent;
+	pfree(fill);
+}
+
+/*
+ * TopologicalOrder runs Kahn's algorithm: order receives the steps it can
+ * order, each after its prerequisites, and depth each step's level (its
+ * longest path from a root).  Returns how many steps it ordered; steps on
+ * or behind a cycle keep a non-zero indegree.
+ */
+static int
+TopologicalOrder(int n, int *indegree, const int *out_start,
+				 const int *out_edges, int *order, int *depth)
+{
+	int			head = 0;
+	int			tail = 0;
+
+	for (int i = 0; i < n; i++)
+		if (indegree[i] == 0)
+			order[tail++] = i;
+	while (head < tail)
+	{
+		int			s = order[head++];
+
+		for (int k = out_start[s]; k < out_start[s + 1]; k++)
+		{
+			if (depth[out_edges[k]] < depth[s] + 1)
+				depth[out_edges[k]] = depth[s] + 1;
+			if (--indegree[out_edges[k]] == 0)
+				order[tail++] = out_edges[k];
+		}
+	}
+	return tail;
+}
+
+/*
+ * StepOnCycle walks back from a step Kahn's algorithm left, through
+ * prerequisites it left too, until a step repeats: that step is on a
+ * cycle.
+ */
+static int
+StepOnCycle(const WfDefinition *def, const int *indegree)
+{
+	bool	   *visited = palloc0(sizeof(bool) * def->nsteps);
+	int			s = 0;
+
+	while (indegree[s] == 0)
+		s++;
+	/* each remaining step has a remaining prerequisite */
+	while (!visited[s])
+	{
+		const WfStepDef *step = &def->steps[s];
+
+		visited[s] = true;
+		for (int e = step->first_edge; e < step->first_edge + step->nedges; e++)
+		{
+			if (indegree[def->edges[e].prerequisite] > 0)
+			{
+				s = def->edges[e].prerequisite;
+				break;
+			}
+		}
+	}
+	return s;
+}
+
+/*
+ * CheckAcyclic refuses dependencies that form a cycle, naming a step on
+ * it.  On the way it assigns counter shards, from the levels it found.
+ */
+static void
+CheckAcyclic(WfDefinition *def)
+{
+	int			n = def->nsteps;
+	int		   *indegree = palloc0(sizeof(int) * n);
+	int		   *out_start = palloc0(sizeof(int) * (n + 1));
+	int		   *out_edges = palloc(sizeof(int) * Max(def->nedges, 1));
+	int		   *order = palloc(sizeof(int) * n);
+	int		   *depth = palloc0(sizeof(int) * n);
+
+	OutgoingEdges(def, indegree, out_start, out_edges);
+	if (TopologicalOrder(n, indegree, out_start, out_edges, order, depth) < n)
+		wf_invalid_definition("the dependencies form a cycle through step \"%s\"",
+							  def->steps[StepOnCycle(def, indegree)].key);
+	AssignCounterShards(def, order, depth);
+	pfree(depth);
+	pfree(indegree);
+	pfree(out_start);
+	pfree(out_edges);
+	pfree(order);
+}
+
+/*
+ * AssignCounterShards spreads the steps of each level (steps at the same
+ * depth, which can run at the same time) round-robin over the run's
+ * counter shards, so concurrent completions rarely share a shard, while a
+ * chain stays in one shard and never moves the run row.  Runs narrower
+ * than workflow.counter_shard_min_width keep their counters on the run row.
+ */
+static void
+AssignCounterShards(WfDefinition *def, const int *order, const int *depth)
+{
+	int			n = def->nsteps;
+	int		   *width = palloc0(sizeof(int) * n);
+	int			max_width = 0;
+	int			shards;
+
+	for (int i = 0; i < n; i++)
+	{
+		int			w = ++width[depth[i]];
+
+		max_width = Max(max_width, w);
+	}
+	shards = Min(wf_counter_shards, Max(2, max_width / 4));
+	if (max_width < wf_counter_shard_min_width || shards < 2)
+		shards = 0;
+	def->counter_shards = shards;
+	memset(width, 0, sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		int			s = order[i];
+
+		def->steps[s].counter_shard =
+			shards == 0 ? 0 : (int16) (1 + width[depth[s]]++ % shards);
+	}
+	pfree(width);
+}
