@@ -29,6 +29,15 @@ PG_FUNCTION_INFO_V1(workflow_cancel_run);
 
 static Datum CancelRun(PG_FUNCTION_ARGS);
 
+static Datum RunStatusDatum(FunctionCallInfo fcinfo, const char *label);
+static uint64 LockLiveJobs(const pg_uuid_t *run_id, bool nowait);
+static uint64 RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids);
+static int32 CancelSteps(const pg_uuid_t *run_id, Datum reason,
+						 const char *nulls);
+static void CancelJobs(Datum *job_ids, uint64 njobs, Datum reason,
+					   const char *nulls);
+static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled);
+
 static const char *live_jobs_sql_base =
 	"SELECT j.id FROM workflow.job_queue j"
 	" WHERE j.id" OP("=") "ANY (ARRAY(SELECT s.job_id FROM workflow.workflow_steps s"
@@ -37,6 +46,7 @@ static const char *live_jobs_sql_base =
 	" AND j.status" OP("=") "ANY ('{QUEUED,RUNNING}'::workflow.job_status[])"
 	" ORDER BY j.id FOR NO KEY UPDATE";
 
+/* RunStatusDatum returns a label of the function's run_status result type. */
 static Datum
 RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
 {
@@ -44,14 +54,60 @@ RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
 							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
 }
 
-/* workflow_cancel_run cancels a run and everything in it not yet finished. */
-static Datum
-CancelRun(PG_FUNCTION_ARGS)
+/*
+ * LockLiveJobs locks the jobs of the run's live steps that are still
+ * QUEUED or RUNNING, in ascending id, NOWAIT when nowait, and returns how
+ * many it locked; their ids stay in SPI_tuptable.
+ */
+static uint64
+LockLiveJobs(const pg_uuid_t *run_id, bool nowait)
 {
 	static SPIPlanPtr lock_plan = NULL;
 	static SPIPlanPtr relock_plan = NULL;
 	static char *relock_sql = NULL;
 	static const Oid lock_types[1] = {UUIDOID};
+	Datum		values[1];
+
+	if (relock_sql == NULL)
+		relock_sql = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("%s NOWAIT", live_jobs_sql_base));
+	values[0] = UUIDPGetDatum(run_id);
+	if (nowait)
+		WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
+	else
+		WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
+				  false, 0);
+	return SPI_processed;
+}
+
+/*
+ * RelockLiveJobs locks the live jobs again, NOWAIT, to catch jobs released
+ * while we waited for the release lock, and returns their ids.
+ */
+static uint64
+RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids)
+{
+	uint64		njobs = LockLiveJobs(run_id, true);
+
+	*job_ids = palloc(sizeof(Datum) * Max(njobs, 1));
+	for (uint64 i = 0; i < njobs; i++)
+	{
+		bool		isnull;
+
+		(*job_ids)[i] = WfResultDatum(i, 1, &isnull);
+		(*job_ids)[i] = WfUuidDatum(DatumGetUUIDP((*job_ids)[i]));
+	}
+	return njobs;
+}
+
+/*
+ * CancelSteps cancels every unfinished step of the run; returns how many.
+ * It runs before the jobs are canceled, so the job triggers find their
+ * steps terminal and do nothing.
+ */
+static int32
+CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
+{
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
 		"UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
@@ -63,6 +119,18 @@ CancelRun(PG_FUNCTION_ARGS)
 		" WHERE s.workflow_run_id" OP("=") "$1"
 		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])";
 	static const Oid steps_types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = reason;
+	WfExecuteAsEngine(&steps_plan, steps_sql, 2, steps_types, values, nulls);
+	return (int32) SPI_processed;
+}
+
+/* CancelJobs cancels the run's live jobs, which this call holds. */
+static void
+CancelJobs(Datum *job_ids, uint64 njobs, Datum reason, const char *nulls)
+{
 	static SPIPlanPtr jobs_plan = NULL;
 	static const char *jobs_sql =
 		"UPDATE workflow.job_queue j SET status = 'CANCELED',"
@@ -72,6 +140,22 @@ CancelRun(PG_FUNCTION_ARGS)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "ANY ($1)";
 	static const Oid jobs_types[2] = {UUIDARRAYOID, TEXTOID};
+	Datum		job_values[2];
+
+	job_values[0] = WfArray(job_ids, NULL, njobs, UUIDOID);
+	job_values[1] = reason;
+	WfExecute(&jobs_plan, jobs_sql, 2, jobs_types, job_values, nulls,
+			  false, 0);
+}
+
+/*
+ * FinishCanceledRun moves the live counts of the run's counter shards, if
+ * it has any, to canceled, then writes the run row once, last: CANCELED,
+ * its final counters and its finish time; and notifies that it finished.
+ */
+static void
+FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled)
+{
 	static SPIPlanPtr shards_plan = NULL;
 	static const char *shards_sql =
 		"UPDATE workflow.workflow_run_counters c SET"
@@ -100,10 +184,28 @@ CancelRun(PG_FUNCTION_ARGS)
 		"  WHERE c.workflow_run_id" OP("=") "$1) t"
 		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
 	static const Oid finish_types[2] = {UUIDOID, INT4OID};
+	Datum		values[2];
+	pg_uuid_t	org;
+	bool		has_org;
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&shards_plan, shards_sql, 1, shards_types, values, NULL,
+			  false, 0);
+	values[1] = Int32GetDatum(ncanceled);
+	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
+			  false, 0);
+	has_org = WfResultUuid(0, 1, &org);
+	WfNotifyRunTerminal(run_id, has_org ? &org : NULL, "CANCELED");
+}
+
+/* workflow_cancel_run cancels a run and everything in it not yet finished. */
+static Datum
+CancelRun(PG_FUNCTION_ARGS)
+{
 	pg_uuid_t  *run_id;
 	char	   *reason = NULL;
 	char	   *status;
-	Datum		values[2];
+	Datum		reason_value;
 	char		nulls[2] = "  ";
 	Datum	   *job_ids;
 	uint64		njobs;
@@ -120,17 +222,9 @@ CancelRun(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
-	values[0] = UUIDPGetDatum(run_id);
 
 	/* 1. live jobs, then 2. the release lock exclusive */
-	if (relock_sql == NULL)
-		relock_sql = MemoryContextStrdup(TopMemoryContext,
-										 psprintf("%s NOWAIT", live_jobs_sql_base));
-	if (WfHoldsLateLocks())
-		WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
-	else
-		WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
-				  false, 0);
+	LockLiveJobs(run_id, WfHoldsLateLocks());
 	WfLockRunRelease(run_id, true, true);
 	WfNoteLateLocks();
 
@@ -148,45 +242,17 @@ CancelRun(PG_FUNCTION_ARGS)
 						WfUuidString(run_id), status)));
 
 	/* 4. jobs released while we waited */
-	WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
-	njobs = SPI_processed;
-	job_ids = palloc(sizeof(Datum) * Max(njobs, 1));
-	for (uint64 i = 0; i < njobs; i++)
-	{
-		bool		isnull;
-
-		job_ids[i] = WfResultDatum(i, 1, &isnull);
-		job_ids[i] = WfUuidDatum(DatumGetUUIDP(job_ids[i]));
-	}
+	njobs = RelockLiveJobs(run_id, &job_ids);
 
 	/* 5. steps before jobs, so the job triggers find nothing to do */
-	values[1] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
+	reason_value = reason ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[1] = reason ? ' ' : 'n';
-	WfExecuteAsEngine(&steps_plan, steps_sql, 2, steps_types, values, nulls);
-	ncanceled = (int32) SPI_processed;
-
+	ncanceled = CancelSteps(run_id, reason_value, nulls);
 	if (njobs > 0)
-	{
-		Datum		job_values[2];
-
-		job_values[0] = WfArray(job_ids, NULL, njobs, UUIDOID);
-		job_values[1] = values[1];
-		WfExecute(&jobs_plan, jobs_sql, 2, jobs_types, job_values, nulls,
-				  false, 0);
-	}
+		CancelJobs(job_ids, njobs, reason_value, nulls);
 
 	/* 6. its counter shards, if any, then the run, once, last */
-	WfExecute(&shards_plan, shards_sql, 1, shards_types, values, NULL,
-			  false, 0);
-	values[1] = Int32GetDatum(ncanceled);
-	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
-			  false, 0);
-	{
-		pg_uuid_t	org;
-		bool		has_org = WfResultUuid(0, 1, &org);
-
-		WfNotifyRunTerminal(run_id, has_org ? &org : NULL, "CANCELED");
-	}
+	FinishCanceledRun(run_id, ncanceled);
 	SPI_finish();
 	PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
 }

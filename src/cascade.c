@@ -17,7 +17,13 @@
  *	3. the per-run counter changes, applied last (status.c).
  *
  * The caller holds its job rows and its own step rows already, so this is
- * the lock order (README.md, "Locks").  Work is proportional to the edges touched.
+ * the lock order (README.md, "Locks").  Work is proportional to the edges
+ * touched.  Dependents change state in one place, UpdateDependentGroup:
+ * released (ENQUEUED with a new job, or WAITING_FOR_EXTERNAL) or canceled.
+ *
+ * Collected steps are dropped with a rolled-back subtransaction and at the
+ * end of the transaction, through the hooks this file registers with
+ * xact_state.c; a commit that still holds some fails.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +45,13 @@ typedef struct WfTerminalStep
 	SubTransactionId subid;		/* where it was noted */
 } WfTerminalStep;
 
+typedef enum WfOutcome
+{
+	WF_OUTCOME_WAIT = 0,		/* still has pending prerequisites */
+	WF_OUTCOME_RELEASE,
+	WF_OUTCOME_CANCEL
+} WfOutcome;
+
 /* one dependent of the current level, with what the level does to it */
 typedef struct WfDependent
 {
@@ -46,14 +59,20 @@ typedef struct WfDependent
 	int32		done;			/* prerequisites that finished */
 	int32		unsatisfied;	/* ON_SUCCESS prerequisites that did not
 								 * succeed */
+	/* read from its locked row */
+	WfOutcome	outcome;
+	bool		is_job;			/* a JOB step, not an EXTERNAL one */
+	pg_uuid_t	run_id;
+	int16		shard;
 } WfDependent;
 
-typedef enum WfOutcome
+/* an edge out of the current level */
+typedef struct WfEdge
 {
-	WF_OUTCOME_WAIT = 0,		/* still has pending prerequisites */
-	WF_OUTCOME_RELEASE,
-	WF_OUTCOME_CANCEL
-} WfOutcome;
+	pg_uuid_t	prerequisite;
+	pg_uuid_t	dependent;
+	bool		on_success;
+} WfEdge;
 
 static WfTerminalStep *pending_steps = NULL;
 static int	n_pending = 0;
@@ -73,7 +92,15 @@ static void FinishCollected(void);
 static int	CompareEdgeByDependent(const void *a, const void *b);
 static void CascadeLevel(WfTerminalStep *level, int nlevel,
 						 WfTerminalStep **next, int *nnext);
+static uint64 LevelEdges(WfTerminalStep *level, int nlevel, WfEdge **edges);
+static int	CollectDependents(WfTerminalStep *level, int nlevel,
+							  WfEdge *edges, uint64 nedges,
+							  WfDependent **deps);
 static void LockDependents(WfDependent *deps, int ndeps);
+static void DecideOutcomes(WfDependent *deps, int ndeps);
+static void UpdateDependents(WfDependent *deps, int ndeps);
+static void ApplyOutcomes(WfDependent *deps, int ndeps,
+						  WfTerminalStep **next, int *nnext);
 static void UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done,
 								 int32 unsatisfied, WfOutcome outcome);
 static void InsertReleasedJobs(pg_uuid_t *ids, int n);
@@ -261,13 +288,6 @@ WfFinishPending(void)
 	MemoryContextReset(WfPendingContext());
 }
 
-typedef struct WfEdge
-{
-	pg_uuid_t	prerequisite;
-	pg_uuid_t	dependent;
-	bool		on_success;
-} WfEdge;
-
 static int
 CompareEdgeByDependent(const void *a, const void *b)
 {
@@ -283,6 +303,28 @@ static void
 CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 			 int *nnext)
 {
+	WfEdge	   *edges;
+	uint64		nedges;
+	WfDependent *deps;
+	int			ndeps;
+
+	nedges = LevelEdges(level, nlevel, &edges);
+	if (nedges == 0)
+		return;
+	ndeps = CollectDependents(level, nlevel, edges, nedges, &deps);
+	pfree(edges);
+
+	LockDependents(deps, ndeps);
+	DecideOutcomes(deps, ndeps);
+	UpdateDependents(deps, ndeps);
+	ApplyOutcomes(deps, ndeps, next, nnext);
+	pfree(deps);
+}
+
+/* LevelEdges reads the edges out of the level's steps; returns how many. */
+static uint64
+LevelEdges(WfTerminalStep *level, int nlevel, WfEdge **edges)
+{
 	static SPIPlanPtr edges_plan = NULL;
 	static const char *edges_sql =
 		"SELECT e.prerequisite_step_id, e.dependent_step_id,"
@@ -292,21 +334,8 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	static const Oid edges_types[1] = {UUIDARRAYOID};
 	Datum	   *ids;
 	Datum		values[1];
-	WfEdge	   *edges;
 	uint64		nedges;
-	WfDependent *deps;
-	int			ndeps = 0;
-	pg_uuid_t  *group_ids;
-	WfTerminalStep *canceled;
-	int			ncanceled = 0;
-	pg_uuid_t  *release_job_ids;
-	int			nrelease_jobs = 0;
-	WfOutcome  *outcomes;
-	char	  **kinds;
-	pg_uuid_t  *runs;
-	int16	   *shards;
 
-	/* edges out of this level */
 	ids = palloc(sizeof(Datum) * nlevel);
 	for (int i = 0; i < nlevel; i++)
 		ids[i] = UUIDPGetDatum(&level[i].step_id);
@@ -314,17 +343,30 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 	WfExecute(&edges_plan, edges_sql, 1, edges_types, values, NULL, false, 0);
 	nedges = SPI_processed;
 	if (nedges == 0)
-		return;
+		return 0;
 
-	edges = palloc(sizeof(WfEdge) * nedges);
+	*edges = palloc(sizeof(WfEdge) * nedges);
 	for (uint64 i = 0; i < nedges; i++)
 	{
-		WfResultUuid(i, 1, &edges[i].prerequisite);
-		WfResultUuid(i, 2, &edges[i].dependent);
-		edges[i].on_success = WfResultBool(i, 3);
+		WfResultUuid(i, 1, &(*edges)[i].prerequisite);
+		WfResultUuid(i, 2, &(*edges)[i].dependent);
+		(*edges)[i].on_success = WfResultBool(i, 3);
 	}
+	return nedges;
+}
 
-	/* what this level does to each dependent */
+/*
+ * CollectDependents counts, for each dependent of the edges, how many of
+ * its prerequisites this level finished and how many of its ON_SUCCESS
+ * prerequisites did not succeed.  Returns the dependents in ascending id.
+ */
+static int
+CollectDependents(WfTerminalStep *level, int nlevel, WfEdge *edges,
+				  uint64 nedges, WfDependent **deps_out)
+{
+	WfDependent *deps;
+	int			ndeps = 0;
+
 	qsort(level, nlevel, sizeof(WfTerminalStep), CompareTerminalStep);
 	qsort(edges, nedges, sizeof(WfEdge), CompareEdgeByDependent);
 	deps = palloc(sizeof(WfDependent) * nedges);
@@ -350,110 +392,8 @@ CascadeLevel(WfTerminalStep *level, int nlevel, WfTerminalStep **next,
 		if (edges[i].on_success && !prereq->succeeded)
 			deps[ndeps - 1].unsatisfied++;
 	}
-	pfree(edges);
-
-	/* lock them in ascending id and decide each one's outcome */
-	LockDependents(deps, ndeps);
-	if (SPI_processed != (uint64) ndeps)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": a dependent step is missing")));
-
-	outcomes = palloc(sizeof(WfOutcome) * ndeps);
-	kinds = palloc(sizeof(char *) * ndeps);
-	runs = palloc(sizeof(pg_uuid_t) * ndeps);
-	shards = palloc(sizeof(int16) * ndeps);
-	for (int i = 0; i < ndeps; i++)
-	{
-		char	   *status = WfResultText(i, 2);
-		int32		pending = WfResultInt32(i, 3);
-		int32		unsatisfied = WfResultInt32(i, 4);
-
-		kinds[i] = WfResultText(i, 5);
-		WfResultUuid(i, 6, &runs[i]);
-		shards[i] = (int16) WfResultInt32(i, 7);
-		pending -= deps[i].done;
-		unsatisfied += deps[i].unsatisfied;
-		if (pending < 0)
-			ereport(ERROR,
-					(errcode(WF_SQLSTATE_INTERNAL),
-					 errmsg(WF_INTERNAL_STATE ": dependency counter of step %s went below zero",
-							WfUuidString(&deps[i].step_id))));
-		if (pending > 0 || strcmp(status, "BLOCKED") != 0)
-			outcomes[i] = WF_OUTCOME_WAIT;
-		else if (unsatisfied > 0)
-			outcomes[i] = WF_OUTCOME_CANCEL;
-		else
-			outcomes[i] = WF_OUTCOME_RELEASE;
-	}
-
-	/*
-	 * One UPDATE per distinct (done, unsatisfied, outcome): a fan-out or a
-	 * chain has one group, so this is usually a single statement.
-	 */
-	group_ids = palloc(sizeof(pg_uuid_t) * ndeps);
-	canceled = palloc(sizeof(WfTerminalStep) * ndeps);
-	release_job_ids = palloc(sizeof(pg_uuid_t) * ndeps);
-	{
-		bool	   *grouped = palloc0(sizeof(bool) * ndeps);
-
-		for (int i = 0; i < ndeps; i++)
-		{
-			int			ngroup = 0;
-
-			if (grouped[i])
-				continue;
-			for (int j = i; j < ndeps; j++)
-			{
-				if (grouped[j] || deps[j].done != deps[i].done ||
-					deps[j].unsatisfied != deps[i].unsatisfied ||
-					outcomes[j] != outcomes[i])
-					continue;
-				grouped[j] = true;
-				group_ids[ngroup++] = deps[j].step_id;
-			}
-			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
-								 deps[i].unsatisfied, outcomes[i]);
-		}
-		pfree(grouped);
-	}
-
-	for (int i = 0; i < ndeps; i++)
-	{
-		switch (outcomes[i])
-		{
-			case WF_OUTCOME_WAIT:
-				break;
-			case WF_OUTCOME_RELEASE:
-				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_BLOCKED, -1);
-				if (strcmp(kinds[i], "JOB") == 0)
-				{
-					WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_ACTIVE, 1);
-					release_job_ids[nrelease_jobs++] = deps[i].step_id;
-				}
-				else
-					WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_WAITING, 1);
-				break;
-			case WF_OUTCOME_CANCEL:
-				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_BLOCKED, -1);
-				WfRunDeltaAdd(&runs[i], shards[i], WF_COUNT_CANCELED, 1);
-				canceled[ncanceled].step_id = deps[i].step_id;
-				canceled[ncanceled].run_id = runs[i];
-				canceled[ncanceled].succeeded = false;
-				ncanceled++;
-				break;
-		}
-	}
-	if (nrelease_jobs > 0)
-		InsertReleasedJobs(release_job_ids, nrelease_jobs);
-
-	pfree(deps);
-	pfree(group_ids);
-	pfree(release_job_ids);
-	pfree(outcomes);
-	pfree(shards);
-	*next = canceled;
-	*nnext = ncanceled;
+	*deps_out = deps;
+	return ndeps;
 }
 
 /*
@@ -515,6 +455,128 @@ LockDependents(WfDependent *deps, int ndeps)
 	if (WfUuidCompare(&deps[ndeps - 1].step_id, &max_held_dependent) > 0)
 		max_held_dependent = deps[ndeps - 1].step_id;
 	pfree(ids);
+}
+
+/*
+ * DecideOutcomes reads each dependent's row as LockDependents left it and
+ * decides what this level does to it: a BLOCKED step whose last
+ * prerequisite finished is released, or canceled when an ON_SUCCESS
+ * prerequisite did not succeed; any other waits.
+ */
+static void
+DecideOutcomes(WfDependent *deps, int ndeps)
+{
+	if (SPI_processed != (uint64) ndeps)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": a dependent step is missing")));
+
+	for (int i = 0; i < ndeps; i++)
+	{
+		char	   *status = WfResultText(i, 2);
+		int32		pending = WfResultInt32(i, 3);
+		int32		unsatisfied = WfResultInt32(i, 4);
+
+		deps[i].is_job = strcmp(WfResultText(i, 5), "JOB") == 0;
+		WfResultUuid(i, 6, &deps[i].run_id);
+		deps[i].shard = (int16) WfResultInt32(i, 7);
+		pending -= deps[i].done;
+		unsatisfied += deps[i].unsatisfied;
+		if (pending < 0)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_INTERNAL),
+					 errmsg(WF_INTERNAL_STATE ": dependency counter of step %s went below zero",
+							WfUuidString(&deps[i].step_id))));
+		if (pending > 0 || strcmp(status, "BLOCKED") != 0)
+			deps[i].outcome = WF_OUTCOME_WAIT;
+		else if (unsatisfied > 0)
+			deps[i].outcome = WF_OUTCOME_CANCEL;
+		else
+			deps[i].outcome = WF_OUTCOME_RELEASE;
+	}
+}
+
+/*
+ * UpdateDependents writes the level's effect on its dependents: one UPDATE
+ * per distinct (done, unsatisfied, outcome).  A fan-out or a chain has one
+ * group, so this is usually a single statement.
+ */
+static void
+UpdateDependents(WfDependent *deps, int ndeps)
+{
+	pg_uuid_t  *group_ids = palloc(sizeof(pg_uuid_t) * ndeps);
+	bool	   *grouped = palloc0(sizeof(bool) * ndeps);
+
+	for (int i = 0; i < ndeps; i++)
+	{
+		int			ngroup = 0;
+
+		if (grouped[i])
+			continue;
+		for (int j = i; j < ndeps; j++)
+		{
+			if (grouped[j] || deps[j].done != deps[i].done ||
+				deps[j].unsatisfied != deps[i].unsatisfied ||
+				deps[j].outcome != deps[i].outcome)
+				continue;
+			grouped[j] = true;
+			group_ids[ngroup++] = deps[j].step_id;
+		}
+		UpdateDependentGroup(group_ids, ngroup, deps[i].done,
+							 deps[i].unsatisfied, deps[i].outcome);
+	}
+	pfree(grouped);
+	pfree(group_ids);
+}
+
+/*
+ * ApplyOutcomes moves the counters of the released and canceled
+ * dependents, creates the jobs of the released job steps, and returns the
+ * canceled ones as the next level.
+ */
+static void
+ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
+			  int *nnext)
+{
+	WfTerminalStep *canceled = palloc(sizeof(WfTerminalStep) * ndeps);
+	int			ncanceled = 0;
+	pg_uuid_t  *release_job_ids = palloc(sizeof(pg_uuid_t) * ndeps);
+	int			nrelease_jobs = 0;
+
+	for (int i = 0; i < ndeps; i++)
+	{
+		WfDependent *dep = &deps[i];
+
+		switch (dep->outcome)
+		{
+			case WF_OUTCOME_WAIT:
+				break;
+			case WF_OUTCOME_RELEASE:
+				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
+				if (dep->is_job)
+				{
+					WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_ACTIVE, 1);
+					release_job_ids[nrelease_jobs++] = dep->step_id;
+				}
+				else
+					WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_WAITING, 1);
+				break;
+			case WF_OUTCOME_CANCEL:
+				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
+				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_CANCELED, 1);
+				canceled[ncanceled].step_id = dep->step_id;
+				canceled[ncanceled].run_id = dep->run_id;
+				canceled[ncanceled].succeeded = false;
+				ncanceled++;
+				break;
+		}
+	}
+	if (nrelease_jobs > 0)
+		InsertReleasedJobs(release_job_ids, nrelease_jobs);
+
+	pfree(release_job_ids);
+	*next = canceled;
+	*nnext = ncanceled;
 }
 
 /* UpdateDependentGroup applies one level's effect to a group of dependents. */

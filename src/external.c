@@ -26,6 +26,28 @@ PG_FUNCTION_INFO_V1(workflow_complete_external_step);
 
 static Datum CompleteExternalStep(PG_FUNCTION_ARGS);
 
+/* what the caller asks complete_external_step to record */
+typedef struct ExternalCompletion
+{
+	pg_uuid_t  *run_id;
+	char	   *step_key;
+	char	   *status;
+	Datum		output;
+	bool		output_null;
+	char	   *reason;
+	char	   *code;
+	char	   *message;		/* truncated */
+} ExternalCompletion;
+
+static int	StepColumn(const char *name);
+static Datum StepResult(FunctionCallInfo fcinfo);
+static char *OptionalText(FunctionCallInfo fcinfo, int n);
+static void LockExternalStep(const ExternalCompletion *c);
+static void CheckCompletion(const ExternalCompletion *c);
+static void CheckRepeat(const ExternalCompletion *c, const char *step_status);
+static void CompleteStep(const ExternalCompletion *c,
+						 const pg_uuid_t *step_id);
+
 /*
  * StepColumn finds a column of the workflow_steps row (SELECT s.*) by
  * name: the statements name no positions, so the order of the table's
@@ -79,6 +101,7 @@ StepResult(FunctionCallInfo fcinfo)
 										   desc));
 }
 
+/* OptionalText returns a text argument as a C string, or NULL. */
 static char *
 OptionalText(FunctionCallInfo fcinfo, int n)
 {
@@ -86,11 +109,12 @@ OptionalText(FunctionCallInfo fcinfo, int n)
 }
 
 /*
- * workflow_complete_external_step finishes a WAITING_FOR_EXTERNAL step, or
- * returns it unchanged when the same completion is repeated.
+ * LockExternalStep locks the run's step of that key (NOWAIT in a
+ * transaction that holds late locks) and leaves its row in SPI_tuptable;
+ * a run without such a step raises workflow.external_step_not_found.
  */
-static Datum
-CompleteExternalStep(PG_FUNCTION_ARGS)
+static void
+LockExternalStep(const ExternalCompletion *c)
 {
 	static SPIPlanPtr step_plan = NULL;
 	static const char *step_sql =
@@ -103,6 +127,86 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 		" WHERE s.workflow_run_id" OP("=") "$1 AND s.step_key" OP("=") "$2"
 		" FOR NO KEY UPDATE NOWAIT";
 	static const Oid step_types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(c->run_id);
+	values[1] = CStringGetTextDatum(c->step_key);
+	if (WfHoldsLateLocks())
+		WfExecuteNowait(&step_nowait_plan, step_nowait_sql, 2, step_types,
+						values, NULL);
+	else
+		WfExecute(&step_plan, step_sql, 2, step_types, values, NULL, false, 1);
+	if (SPI_processed == 0)
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_EXT_STEP_NOT_FOUND,
+				 "run %s has no step \"%s\"", WfUuidString(c->run_id),
+				 c->step_key);
+}
+
+/*
+ * CheckCompletion refuses a job step, a status that is not terminal, and
+ * an output that does not go with the status or is too large.
+ */
+static void
+CheckCompletion(const ExternalCompletion *c)
+{
+	bool		isnull;
+
+	if (strcmp(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"), &isnull)),
+			   "EXTERNAL") != 0)
+		wf_error(WF_SQLSTATE_WRONG_STATE, WF_EXT_STEP_NOT_EXTERNAL,
+				 "step \"%s\" is a job step; its job completes it", c->step_key);
+	if (!WF_TERMINAL_STATUS(c->status))
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_INVALID_STATUS,
+				 "status must be SUCCEEDED, FAILED or CANCELED, not %s", c->status);
+	if (!c->output_null && strcmp(c->status, "SUCCEEDED") != 0)
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
+				 "output is accepted only with status SUCCEEDED, not %s", c->status);
+	if (!c->output_null && toast_raw_datum_size(c->output) > (Size) wf_max_payload_bytes)
+		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
+				 "output is larger than workflow.max_payload_bytes (%d)",
+				 wf_max_payload_bytes);
+}
+
+/*
+ * CheckRepeat accepts a completion of a step this function completed
+ * before only when it is the same: status, output, reason, code and
+ * message.
+ */
+static void
+CheckRepeat(const ExternalCompletion *c, const char *step_status)
+{
+	Datum		old_output;
+	bool		old_output_null;
+
+	if (strcmp(step_status, c->status) != 0)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_CONFLICT),
+				 errmsg(WF_EXT_CONFLICT ": step \"%s\" was completed as %s, not %s",
+						c->step_key, step_status, c->status)));
+	old_output = WfResultDatum(0, StepColumn("output"), &old_output_null);
+	if (!WfJsonbEqual(old_output, old_output_null, c->output, c->output_null))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_CONFLICT),
+				 errmsg(WF_EXT_OUTPUT_CONFLICT ": step \"%s\" was completed with another output",
+						c->step_key)));
+	if (!WfTextEqual(WfResultText(0, StepColumn("status_reason")), c->reason) ||
+		!WfTextEqual(WfResultText(0, StepColumn("last_error_code")), c->code) ||
+		!WfTextEqual(WfResultText(0, StepColumn("last_error_message")), c->message))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_CONFLICT),
+				 errmsg(WF_EXT_METADATA_CONFLICT ": step \"%s\" was completed with another reason, code or message",
+						c->step_key)));
+}
+
+/*
+ * CompleteStep tries the run's release lock, shared, and raises
+ * workflow.release_conflict rather than wait for a cancel_run that holds
+ * it; then it writes the step's completion and leaves the written row in
+ * SPI_tuptable.
+ */
+static void
+CompleteStep(const ExternalCompletion *c, const pg_uuid_t *step_id)
+{
 	static SPIPlanPtr update_plan = NULL;
 	static const char *update_sql =
 		"UPDATE workflow.workflow_steps s SET"
@@ -114,91 +218,77 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 		" WHERE s.id" OP("=") "$1 RETURNING s.*";
 	static const Oid update_types[6] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
 	TEXTOID, TEXTOID};
-	pg_uuid_t  *run_id;
-	char	   *step_key;
-	char	   *status;
-	bool		output_null = PG_ARGISNULL(3);
-	Datum		output = output_null ? (Datum) 0 : PG_GETARG_DATUM(3);
-	char	   *reason = OptionalText(fcinfo, 4);
-	char	   *code = OptionalText(fcinfo, 5);
-	char	   *message = OptionalText(fcinfo, 6);
-	bool		isnull;
 	Datum		values[6];
 	char		nulls[6];
+
+	if (!WfLockRunRelease(c->run_id, false, false))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_RETRY),
+				 errmsg(WF_RELEASE_CONFLICT ": run %s is being canceled or released",
+						WfUuidString(c->run_id)),
+				 errhint("Retry the transaction.")));
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(step_id);
+	values[1] = CStringGetTextDatum(c->status);
+	values[2] = c->output;
+	nulls[2] = c->output_null ? 'n' : ' ';
+	values[3] = c->reason ? CStringGetTextDatum(c->reason) : (Datum) 0;
+	nulls[3] = c->reason ? ' ' : 'n';
+	values[4] = c->code ? CStringGetTextDatum(c->code) : (Datum) 0;
+	nulls[4] = c->code ? ' ' : 'n';
+	values[5] = c->message ? CStringGetTextDatum(c->message) : (Datum) 0;
+	nulls[5] = c->message ? ' ' : 'n';
+	WfExecuteAsEngine(&update_plan, update_sql, 6, update_types, values,
+					  nulls);
+}
+
+/*
+ * workflow_complete_external_step finishes a WAITING_FOR_EXTERNAL step, or
+ * returns it unchanged when the same completion is repeated.
+ */
+static Datum
+CompleteExternalStep(PG_FUNCTION_ARGS)
+{
+	ExternalCompletion c;
+	bool		isnull;
 	pg_uuid_t	step_id;
 	int16		shard;
 	char	   *step_status;
 	Datum		result;
 
+	c.output_null = PG_ARGISNULL(3);
+	c.output = c.output_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+	c.reason = OptionalText(fcinfo, 4);
+	c.code = OptionalText(fcinfo, 5);
+	c.message = OptionalText(fcinfo, 6);
+
 	WfRequireReadCommitted();
 	if (PG_ARGISNULL(0))
 		wf_invalid_argument("workflow_run_id must not be null");
-	run_id = PG_GETARG_UUID_P(0);
+	c.run_id = PG_GETARG_UUID_P(0);
 	if (PG_ARGISNULL(1))
 		wf_invalid_argument("step_key must not be null");
-	step_key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	c.step_key = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (PG_ARGISNULL(2))
 		wf_invalid_argument("status must not be null");
-	status = WfEnumLabel(PG_GETARG_DATUM(2));
-	message = WfTruncateMessage(message);
+	c.status = WfEnumLabel(PG_GETARG_DATUM(2));
+	c.message = WfTruncateMessage(c.message);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
 	/* another organization's run is reported as missing */
-	WfFindRun(run_id, PG_ARGISNULL(7) ? NULL : PG_GETARG_UUID_P(7));
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(step_key);
-	if (WfHoldsLateLocks())
-		WfExecuteNowait(&step_nowait_plan, step_nowait_sql, 2, step_types,
-						values, NULL);
-	else
-		WfExecute(&step_plan, step_sql, 2, step_types, values, NULL, false, 1);
-	if (SPI_processed == 0)
-		wf_error(WF_SQLSTATE_NOT_FOUND, WF_EXT_STEP_NOT_FOUND,
-				 "run %s has no step \"%s\"", WfUuidString(run_id), step_key);
-
+	WfFindRun(c.run_id, PG_ARGISNULL(7) ? NULL : PG_GETARG_UUID_P(7));
+	LockExternalStep(&c);
 	WfResultUuid(0, StepColumn("id"), &step_id);
 	shard = DatumGetInt16(WfResultDatum(0, StepColumn("counter_shard"), &isnull));
-	if (strcmp(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"), &isnull)),
-			   "EXTERNAL") != 0)
-		wf_error(WF_SQLSTATE_WRONG_STATE, WF_EXT_STEP_NOT_EXTERNAL,
-				 "step \"%s\" is a job step; its job completes it", step_key);
-	if (!WF_TERMINAL_STATUS(status))
-		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_INVALID_STATUS,
-				 "status must be SUCCEEDED, FAILED or CANCELED, not %s", status);
-	if (!output_null && strcmp(status, "SUCCEEDED") != 0)
-		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
-				 "output is accepted only with status SUCCEEDED, not %s", status);
-	if (!output_null && toast_raw_datum_size(output) > (Size) wf_max_payload_bytes)
-		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
-				 "output is larger than workflow.max_payload_bytes (%d)",
-				 wf_max_payload_bytes);
+	CheckCompletion(&c);
 
 	step_status = WfEnumLabel(WfResultDatum(0, StepColumn("status"), &isnull));
 	if (WfResultBool(0, StepColumn("completed_externally")))
 	{
-		Datum		old_output;
-		bool		old_output_null;
-
-		if (strcmp(step_status, status) != 0)
-			ereport(ERROR,
-					(errcode(WF_SQLSTATE_CONFLICT),
-					 errmsg(WF_EXT_CONFLICT ": step \"%s\" was completed as %s, not %s",
-							step_key, step_status, status)));
-		old_output = WfResultDatum(0, StepColumn("output"), &old_output_null);
-		if (!WfJsonbEqual(old_output, old_output_null, output, output_null))
-			ereport(ERROR,
-					(errcode(WF_SQLSTATE_CONFLICT),
-					 errmsg(WF_EXT_OUTPUT_CONFLICT ": step \"%s\" was completed with another output",
-							step_key)));
-		if (!WfTextEqual(WfResultText(0, StepColumn("status_reason")), reason) ||
-			!WfTextEqual(WfResultText(0, StepColumn("last_error_code")), code) ||
-			!WfTextEqual(WfResultText(0, StepColumn("last_error_message")), message))
-			ereport(ERROR,
-					(errcode(WF_SQLSTATE_CONFLICT),
-					 errmsg(WF_EXT_METADATA_CONFLICT ": step \"%s\" was completed with another reason, code or message",
-							step_key)));
+		CheckRepeat(&c, step_status);
 		result = StepResult(fcinfo);
 		SPI_finish();
 		PG_RETURN_DATUM(result);
@@ -209,34 +299,15 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_WRONG_STATE),
-				 errmsg(WF_EXT_STEP_NOT_WAITING ": step \"%s\" is %s", step_key,
+				 errmsg(WF_EXT_STEP_NOT_WAITING ": step \"%s\" is %s", c.step_key,
 						step_status),
 				 why ? errdetail("Status reason: %s.", why) : 0));
 	}
 
-	if (!WfLockRunRelease(run_id, false, false))
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_RETRY),
-				 errmsg(WF_RELEASE_CONFLICT ": run %s is being canceled or released",
-						WfUuidString(run_id)),
-				 errhint("Retry the transaction.")));
-
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = UUIDPGetDatum(&step_id);
-	values[1] = CStringGetTextDatum(status);
-	values[2] = output;
-	nulls[2] = output_null ? 'n' : ' ';
-	values[3] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
-	nulls[3] = reason ? ' ' : 'n';
-	values[4] = code ? CStringGetTextDatum(code) : (Datum) 0;
-	nulls[4] = code ? ' ' : 'n';
-	values[5] = message ? CStringGetTextDatum(message) : (Datum) 0;
-	nulls[5] = message ? ' ' : 'n';
-	WfExecuteAsEngine(&update_plan, update_sql, 6, update_types, values,
-					  nulls);
+	CompleteStep(&c, &step_id);
 	result = StepResult(fcinfo);
 
-	WfNoteStepTerminal(run_id, shard, &step_id, status, WF_COUNT_WAITING);
+	WfNoteStepTerminal(c.run_id, shard, &step_id, c.status, WF_COUNT_WAITING);
 	WfFinishPending();
 	SPI_finish();
 	PG_RETURN_DATUM(result);

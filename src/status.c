@@ -11,7 +11,10 @@
  * in ascending (run id, shard), the run row after its shards, as the last
  * step of a statement or API call.  These rows are the last locks of the
  * engine's lock order and are held until commit, so nothing slow runs
- * after them.
+ * after them.  A run's status changes only in SetRunStatus and in
+ * cancel_run (cancel.c).  Collected changes are dropped with a
+ * rolled-back subtransaction and at the end of the transaction, through
+ * the hooks this file registers with xact_state.c.
  *
  * A run's counters live on its run row, or, for a run whose widest level
  * has at least workflow.counter_shard_min_width steps, in counter shards
@@ -58,6 +61,16 @@ typedef struct RunDeltaEntry
 	int32		delta[WF_NUM_COUNTERS];
 } RunDeltaEntry;
 
+/* what a run's status follows from, read back from its run row */
+typedef struct RunCounts
+{
+	int32		active;
+	int32		waiting;
+	int32		blocked;
+	int32		failed;
+	int32		canceled;
+} RunCounts;
+
 static RunDeltaEntry *run_deltas = NULL;
 static int	n_run_deltas = 0;
 static int	max_run_deltas = 0;
@@ -65,11 +78,17 @@ static int	max_run_deltas = 0;
 static void RunDeltasAbortSub(SubTransactionId subid);
 static void SumShards(const pg_uuid_t *run_id, int32 *succeeded,
 					  int32 *failed, int32 *canceled);
-static void WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded);
+static char *UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts);
+static void FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts);
+static void SetRunStatus(const pg_uuid_t *run_id, const char *new_status);
+static void ApplyRunDelta(const RunDeltaEntry *entry, bool sharded);
 static void ApplyShardDelta(const RunDeltaEntry *entry,
 							RunDeltaEntry *run_delta, bool late);
 static int	CompareRunDelta(const void *a, const void *b);
 static bool DeltaChanges(const RunDeltaEntry *entry);
+static int	MergeRunDeltas(RunDeltaEntry *entries, int n);
+static int	ApplyRunShards(const RunDeltaEntry *entries, int nkeys, int first,
+						   RunDeltaEntry *run_delta, bool late);
 
 /* WfRunDeltasReset forgets collected deltas (their memory is reset). */
 void
@@ -265,12 +284,12 @@ SumShards(const pg_uuid_t *run_id, int32 *succeeded, int32 *failed,
 }
 
 /*
- * WfApplyRunDelta writes one run's counter changes and its new status.  For
- * a sharded run the delta counts shards crossing zero, and the outcome
- * counters are summed from the shards into the run row when it finishes.
+ * UpdateRunCounters adds one run's counter changes to its run row, which
+ * it locks until commit, and reads back the run's status and the counters
+ * its status follows from.
  */
-static void
-WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
+static char *
+UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts)
 {
 	static SPIPlanPtr counters_plan = NULL;
 	static const char *counters_sql =
@@ -287,33 +306,8 @@ WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		" steps_blocked, steps_failed, steps_canceled";
 	static const Oid counters_types[7] = {UUIDOID, INT4OID, INT4OID, INT4OID,
 	INT4OID, INT4OID, INT4OID};
-	static SPIPlanPtr fold_plan = NULL;
-	static const char *fold_sql =
-		"UPDATE workflow.workflow_runs SET steps_succeeded = $2,"
-		" steps_failed = $3, steps_canceled = $4"
-		" WHERE id" OP("=") "$1";
-	static const Oid fold_types[4] = {UUIDOID, INT4OID, INT4OID, INT4OID};
-	static SPIPlanPtr status_plan = NULL;
-	static const char *status_sql =
-		"UPDATE workflow.workflow_runs r SET"
-		" status = $2::workflow.run_status,"
-		" finished_at = CASE WHEN $3 THEN pg_catalog.statement_timestamp() END,"
-		" result = CASE WHEN $2" OP("=") "'SUCCEEDED' THEN"
-		"  (SELECT s.output FROM workflow.workflow_steps s"
-		"   WHERE s.workflow_run_id" OP("=") "r.id"
-		"   AND s.step_key" OP("=") "r.result_step_key) END"
-		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
-	static const Oid status_types[3] = {UUIDOID, TEXTOID, BOOLOID};
 	Datum		values[7];
 	char		nulls[7] = "       ";
-	char	   *old_status;
-	const char *new_status;
-	int32		active;
-	int32		waiting;
-	int32		blocked;
-	int32		failed;
-	int32		canceled;
-	bool		terminal;
 
 	values[0] = WfUuidDatum(&entry->run_id);
 	for (int i = 0; i < WF_NUM_COUNTERS; i++)
@@ -327,38 +321,64 @@ WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 				 errmsg(WF_INTERNAL_STATE ": run %s vanished while its steps changed",
 						WfUuidString(&entry->run_id))));
 
-	old_status = WfResultText(0, 1);
-	if (strcmp(old_status, "CANCELED") == 0)
-		return;					/* a canceled run stays canceled */
+	counts->active = WfResultInt32(0, 2);
+	counts->waiting = WfResultInt32(0, 3);
+	counts->blocked = WfResultInt32(0, 4);
+	counts->failed = WfResultInt32(0, 5);
+	counts->canceled = WfResultInt32(0, 6);
+	return WfResultText(0, 1);
+}
 
-	active = WfResultInt32(0, 2);
-	waiting = WfResultInt32(0, 3);
-	blocked = WfResultInt32(0, 4);
-	failed = WfResultInt32(0, 5);
-	canceled = WfResultInt32(0, 6);
-	if (sharded && active == 0 && waiting == 0 && blocked == 0)
-	{
-		int32		succeeded;
+/*
+ * FoldShardTotals writes the outcome counters of a sharded run that just
+ * finished, summed over its shards, to its run row, and returns the
+ * failed and canceled ones in counts.
+ */
+static void
+FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts)
+{
+	static SPIPlanPtr fold_plan = NULL;
+	static const char *fold_sql =
+		"UPDATE workflow.workflow_runs SET steps_succeeded = $2,"
+		" steps_failed = $3, steps_canceled = $4"
+		" WHERE id" OP("=") "$1";
+	static const Oid fold_types[4] = {UUIDOID, INT4OID, INT4OID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	int32		succeeded;
 
-		SumShards(&entry->run_id, &succeeded, &failed, &canceled);
-		values[1] = Int32GetDatum(succeeded);
-		values[2] = Int32GetDatum(failed);
-		values[3] = Int32GetDatum(canceled);
-		WfExecute(&fold_plan, fold_sql, 4, fold_types, values, nulls,
-				  false, 0);
-	}
-	new_status = WfComputeRunStatus(active, waiting, blocked, failed, canceled);
-	if (strcmp(old_status, new_status) == 0)
-		return;
-	if (WfRunStatusTerminal(old_status))
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": run %s changed after it finished",
-						WfUuidString(&entry->run_id)),
-				 errdetail("Its status was %s; its counters now say %s.",
-						   old_status, new_status)));
+	SumShards(run_id, &succeeded, &counts->failed, &counts->canceled);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = Int32GetDatum(succeeded);
+	values[2] = Int32GetDatum(counts->failed);
+	values[3] = Int32GetDatum(counts->canceled);
+	WfExecute(&fold_plan, fold_sql, 4, fold_types, values, nulls,
+			  false, 0);
+}
 
-	terminal = WfRunStatusTerminal(new_status);
+/*
+ * SetRunStatus writes a run's new status, with its finish time and result
+ * when it enters a terminal status, and then notifies that it finished.
+ */
+static void
+SetRunStatus(const pg_uuid_t *run_id, const char *new_status)
+{
+	static SPIPlanPtr status_plan = NULL;
+	static const char *status_sql =
+		"UPDATE workflow.workflow_runs r SET"
+		" status = $2::workflow.run_status,"
+		" finished_at = CASE WHEN $3 THEN pg_catalog.statement_timestamp() END,"
+		" result = CASE WHEN $2" OP("=") "'SUCCEEDED' THEN"
+		"  (SELECT s.output FROM workflow.workflow_steps s"
+		"   WHERE s.workflow_run_id" OP("=") "r.id"
+		"   AND s.step_key" OP("=") "r.result_step_key) END"
+		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
+	static const Oid status_types[3] = {UUIDOID, TEXTOID, BOOLOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		terminal = WfRunStatusTerminal(new_status);
+
+	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(new_status);
 	values[2] = BoolGetDatum(terminal);
 	WfExecute(&status_plan, status_sql, 3, status_types, values, nulls,
@@ -368,8 +388,42 @@ WfApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		pg_uuid_t	org;
 		bool		has_org = WfResultUuid(0, 1, &org);
 
-		WfNotifyRunTerminal(&entry->run_id, has_org ? &org : NULL, new_status);
+		WfNotifyRunTerminal(run_id, has_org ? &org : NULL, new_status);
 	}
+}
+
+/*
+ * ApplyRunDelta writes one run's counter changes and its new status.  For
+ * a sharded run the delta counts shards crossing zero, and the outcome
+ * counters are summed from the shards into the run row when it finishes.
+ */
+static void
+ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
+{
+	RunCounts	counts;
+	char	   *old_status;
+	const char *new_status;
+
+	old_status = UpdateRunCounters(entry, &counts);
+	if (strcmp(old_status, "CANCELED") == 0)
+		return;					/* a canceled run stays canceled */
+
+	if (sharded && counts.active == 0 && counts.waiting == 0 &&
+		counts.blocked == 0)
+		FoldShardTotals(&entry->run_id, &counts);
+	new_status = WfComputeRunStatus(counts.active, counts.waiting,
+									counts.blocked, counts.failed,
+									counts.canceled);
+	if (strcmp(old_status, new_status) == 0)
+		return;
+	if (WfRunStatusTerminal(old_status))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": run %s changed after it finished",
+						WfUuidString(&entry->run_id)),
+				 errdetail("Its status was %s; its counters now say %s.",
+						   old_status, new_status)));
+	SetRunStatus(&entry->run_id, new_status);
 }
 
 /*
@@ -454,6 +508,57 @@ DeltaChanges(const RunDeltaEntry *entry)
 }
 
 /*
+ * MergeRunDeltas sums the records of each (run, shard), sorted, into its
+ * first one and moves those to the front; returns how many there are.
+ */
+static int
+MergeRunDeltas(RunDeltaEntry *entries, int n)
+{
+	int			nkeys = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (nkeys > 0 && CompareRunDelta(&entries[nkeys - 1], &entries[i]) == 0)
+		{
+			for (int c = 0; c < WF_NUM_COUNTERS; c++)
+				entries[nkeys - 1].delta[c] += entries[i].delta[c];
+		}
+		else
+			entries[nkeys++] = entries[i];
+	}
+	return nkeys;
+}
+
+/*
+ * ApplyRunShards writes the changes of one sharded run's shards, the
+ * entries from first on that belong to its run, and sets run_delta to
+ * the shards that crossed zero.  Returns the index of the next run's first
+ * entry.
+ */
+static int
+ApplyRunShards(const RunDeltaEntry *entries, int nkeys, int first,
+			   RunDeltaEntry *run_delta, bool late)
+{
+	int			i;
+
+	*run_delta = entries[first];
+	run_delta->shard = 0;
+	memset(run_delta->delta, 0, sizeof(run_delta->delta));
+	for (i = first; i < nkeys &&
+		 WfUuidCompare(&entries[i].run_id, &run_delta->run_id) == 0; i++)
+	{
+		if (entries[i].shard == 0)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_INTERNAL),
+					 errmsg(WF_INTERNAL_STATE ": run %s counts steps both on its row and in shards",
+							WfUuidString(&run_delta->run_id))));
+		if (DeltaChanges(&entries[i]))
+			ApplyShardDelta(&entries[i], run_delta, late);
+	}
+	return i;
+}
+
+/*
  * WfApplyRunDeltas writes every collected change, in ascending (run id,
  * shard) with each run row after its shards, so that two statements
  * touching the same runs never wait on each other in a cycle.  A
@@ -470,7 +575,7 @@ WfApplyRunDeltas(void)
 	static const Oid lock_types[1] = {UUIDOID};
 	RunDeltaEntry *entries;
 	int			n = n_run_deltas;
-	int			nkeys = 0;
+	int			nkeys;
 	bool		late = WfHoldsLateLocks();
 
 	if (n == 0)
@@ -480,42 +585,16 @@ WfApplyRunDeltas(void)
 	memcpy(entries, run_deltas, sizeof(RunDeltaEntry) * n);
 	WfRunDeltasReset();
 	qsort(entries, n, sizeof(RunDeltaEntry), CompareRunDelta);
-
-	/* sum the records of each (run, shard) into its first one */
-	for (int i = 0; i < n; i++)
-	{
-		if (nkeys > 0 && CompareRunDelta(&entries[nkeys - 1], &entries[i]) == 0)
-		{
-			for (int c = 0; c < WF_NUM_COUNTERS; c++)
-				entries[nkeys - 1].delta[c] += entries[i].delta[c];
-		}
-		else
-			entries[nkeys++] = entries[i];
-	}
+	nkeys = MergeRunDeltas(entries, n);
 
 	for (int i = 0; i < nkeys;)
 	{
 		RunDeltaEntry run_delta;
 		bool		sharded = entries[i].shard != 0;
 
+		/* a sharded run's shards, then its run row if one crossed zero */
 		if (sharded)
-		{
-			/* this run's shards, then its run row if one crossed zero */
-			run_delta = entries[i];
-			run_delta.shard = 0;
-			memset(run_delta.delta, 0, sizeof(run_delta.delta));
-			for (; i < nkeys &&
-				 WfUuidCompare(&entries[i].run_id, &run_delta.run_id) == 0; i++)
-			{
-				if (entries[i].shard == 0)
-					ereport(ERROR,
-							(errcode(WF_SQLSTATE_INTERNAL),
-							 errmsg(WF_INTERNAL_STATE ": run %s counts steps both on its row and in shards",
-									WfUuidString(&run_delta.run_id))));
-				if (DeltaChanges(&entries[i]))
-					ApplyShardDelta(&entries[i], &run_delta, late);
-			}
-		}
+			i = ApplyRunShards(entries, nkeys, i, &run_delta, late);
 		else
 			run_delta = entries[i++];
 
@@ -528,7 +607,7 @@ WfApplyRunDeltas(void)
 			values[0] = UUIDPGetDatum(&run_delta.run_id);
 			WfExecuteNowait(&lock_plan, lock_sql, 1, lock_types, values, NULL);
 		}
-		WfApplyRunDelta(&run_delta, sharded);
+		ApplyRunDelta(&run_delta, sharded);
 		WfNoteLateLocks();
 	}
 	pfree(entries);

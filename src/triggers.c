@@ -10,7 +10,13 @@
  * there are several, reports the terminal ones to the cascade, and runs
  * the cascade and the run counters once for the whole statement.  This
  * holds for direct UPDATEs of job_queue too.  The guards refuse writes that
- * would corrupt state, unless the engine itself is writing.
+ * would corrupt state, unless the engine itself is writing (xact_state.c).
+ *
+ * A step follows its job in SyncStepClaimed, SyncStepRequeued and
+ * SyncStepTerminal, or, for several moves in one statement, SyncSteps.
+ * Noted moves are dropped with a rolled-back subtransaction and at the end
+ * of the transaction, through the hooks this file registers with
+ * xact_state.c; a commit with moves left unwritten fails.
  *
  * Locks: the step row of the job being updated (the caller holds the job
  * row); the rest is taken by cascade.c and status.c.
@@ -88,6 +94,8 @@ static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
 							 int16 *shard);
 static void SyncStepsInOrder(const StepSync *items, int n);
 static void SyncSteps(const StepSync *items, int n);
+static void SyncStepsValues(const StepSync *items, int n, Datum *values);
+static void NoteSyncedTerminal(void);
 
 static Datum
 GetColumn(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
@@ -510,12 +518,26 @@ SyncSteps(const StepSync *items, int n)
 	static const Oid types[8] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
 	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID,
 	UUIDARRAYOID};
+	Datum		values[8];
+
+	SyncStepsValues(items, n, values);
+	WfExecuteAsEngine(&plan, sql, 8, types, values, NULL);
+	NoteSyncedTerminal();
+}
+
+/*
+ * SyncStepsValues builds the parameters of SyncSteps' statement, one array
+ * element per move: the step, its new status, the job's values the move
+ * takes (NULL where its kind takes none), the job and the run.
+ */
+static void
+SyncStepsValues(const StepSync *items, int n, Datum *values)
+{
 	static const Oid elemtypes[4] = {JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum	   *tos = palloc(sizeof(Datum) * n);
 	Datum	   *cols = palloc(sizeof(Datum) * n);
 	bool	   *col_nulls = palloc(sizeof(bool) * n);
-	Datum		values[8];
 
 	for (int i = 0; i < n; i++)
 	{
@@ -545,8 +567,15 @@ SyncSteps(const StepSync *items, int n)
 		}
 		values[2 + c] = WfArray(cols, col_nulls, n, elemtypes[c]);
 	}
+}
 
-	WfExecuteAsEngine(&plan, sql, 8, types, values, NULL);
+/*
+ * NoteSyncedTerminal reports to the cascade the steps that SyncSteps'
+ * statement finished, from the rows it returned.
+ */
+static void
+NoteSyncedTerminal(void)
+{
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		pg_uuid_t	step_id;
