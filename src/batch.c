@@ -13,6 +13,8 @@
  * release locks, shared, in ascending run id.  Retries take no step row
  * and no release lock.  The cascade and run counters follow (cascade.c,
  * status.c).  A transaction that holds late locks takes the rows NOWAIT.
+ * A confined caller's batch first checks that it may see every job, so
+ * it never locks another organization's job.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,7 +57,10 @@ typedef struct Batch
 	void	   *arg;			/* the call's own arrays */
 } Batch;
 
-/* Whether jobs[i], not RUNNING under its token, was finished by this very call before. */
+/*
+ * Whether jobs[i], not RUNNING under its token, was finished by this very
+ * call before.
+ */
 typedef bool (*BatchRepeatFn) (const Batch *batch, int i, int k);
 /* Writes every job to finish in one statement. */
 typedef void (*BatchWriteFn) (const Batch *batch);
@@ -92,6 +97,7 @@ static void CompleteWrite(const Batch *batch);
 static bool FailIsRepeat(const Batch *batch, int i, int k);
 static void FailWrite(const Batch *batch);
 
+/* CompareBatchItem orders batch items by job id. */
 static int
 CompareBatchItem(const void *a, const void *b)
 {
@@ -368,6 +374,7 @@ BatchWrite(Batch *batch, bool *terminal, BatchWriteFn write)
 	WfFinishPending();
 }
 
+/* A SUCCEEDED job with the same output is a repeat of this completion. */
 static bool
 CompleteIsRepeat(const Batch *batch, int i, int k)
 {
@@ -380,6 +387,7 @@ CompleteIsRepeat(const Batch *batch, int i, int k)
 					 out_null ? (Datum) 0 : args->outputs[k], out_null);
 }
 
+/* CompleteWrite completes every job to finish, with its output. */
 static void
 CompleteWrite(const Batch *batch)
 {
@@ -458,6 +466,7 @@ CompleteJobs(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* A FAILED job with the same code and message is a repeat of this failure. */
 static bool
 FailIsRepeat(const Batch *batch, int i, int k)
 {
@@ -467,6 +476,7 @@ FailIsRepeat(const Batch *batch, int i, int k)
 						args->messages[k]);
 }
 
+/* FailWrite records a failed attempt of every job to finish. */
 static void
 FailWrite(const Batch *batch)
 {

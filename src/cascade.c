@@ -204,6 +204,7 @@ WfCascadeInit(void)
 	WfRegisterXactHooks(&hooks);
 }
 
+/* CompareTerminalStep orders terminal steps by step id. */
 static int
 CompareTerminalStep(const void *a, const void *b)
 {
@@ -211,6 +212,7 @@ CompareTerminalStep(const void *a, const void *b)
 						 &((const WfTerminalStep *) b)->step_id);
 }
 
+/* CompareRunOfTerminalStep orders terminal steps by run id. */
 static int
 CompareRunOfTerminalStep(const void *a, const void *b)
 {
@@ -288,6 +290,7 @@ WfFinishPending(void)
 	MemoryContextReset(WfPendingContext());
 }
 
+/* CompareEdgeByDependent orders edges by dependent step id. */
 static int
 CompareEdgeByDependent(const void *a, const void *b)
 {

@@ -249,6 +249,11 @@ ClaimColumnsVersion(TupleDesc desc, const char **columns)
 	return version;
 }
 
+/*
+ * GetClaimPlan returns the slot of a filter combination and batch size,
+ * with its statement built for the current select list; its plan is
+ * prepared on first use.
+ */
 static ClaimPlan *
 GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size,
 			 TupleDesc desc)

@@ -161,7 +161,8 @@ CheckCompletion(const ExternalCompletion *c)
 	if (!c->output_null && strcmp(c->status, "SUCCEEDED") != 0)
 		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
 				 "output is accepted only with status SUCCEEDED, not %s", c->status);
-	if (!c->output_null && toast_raw_datum_size(c->output) > (Size) wf_max_payload_bytes)
+	if (!c->output_null &&
+		toast_raw_datum_size(c->output) > (Size) wf_max_payload_bytes)
 		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_OUTPUT_INVALID,
 				 "output is larger than workflow.max_payload_bytes (%d)",
 				 wf_max_payload_bytes);

@@ -72,6 +72,11 @@ static void CheckExtension(void);
 static void LoadTenant(Oid role);
 static void InvalidateRelation(Datum arg, Oid relid);
 static void InvalidateRoles(Datum arg, int cacheid, uint32 hashvalue);
+static bool InOwnScript(void);
+static bool IsUnscopedRole(Oid role);
+static void ConfineCall(Oid caller);
+static bool IsExtensionRole(Oid role);
+static void MembershipArgs(FunctionCallInfo fcinfo, Datum *values);
 
 /* WfPrivilegeInit registers the cache invalidation callbacks. */
 void
@@ -82,6 +87,10 @@ WfPrivilegeInit(void)
 	CacheRegisterSyscacheCallback(AUTHOID, InvalidateRoles, (Datum) 0);
 }
 
+/*
+ * InvalidateRelation forgets the version check after a change of job_queue,
+ * and the cached organizations after a change of organization_members.
+ */
 static void
 InvalidateRelation(Datum arg, Oid relid)
 {
@@ -92,6 +101,7 @@ InvalidateRelation(Datum arg, Oid relid)
 		tenant_valid = false;
 }
 
+/* InvalidateRoles forgets the cached organizations after a role change. */
 static void
 InvalidateRoles(Datum arg, int cacheid, uint32 hashvalue)
 {

@@ -7,7 +7,8 @@
  *	  batch.c.
  *
  * Locks: the named job row, FOR NO KEY UPDATE (NOWAIT in a transaction
- * that holds late locks).  The expiry sweep reads its candidates without
+ * that holds late locks), never one a confined caller may not see: such a
+ * call reads the job first.  The expiry sweep reads its candidates without
  * locks, only tries the runs' release locks (shared, ascending run id) and
  * skips busy runs, then locks the jobs it expires SKIP LOCKED.  Heartbeat,
  * retry and release take no release lock and no run row.  Terminal

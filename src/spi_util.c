@@ -23,9 +23,16 @@
 
 #include "workflow.h"
 
+static SPIPlanPtr WfPreparedPlanOptions(SPIPlanPtr *plan, const char *sql,
+										int nargs, const Oid *argtypes,
+										int cursor_options);
+static SPIPlanPtr WfPreparedPlan(SPIPlanPtr *plan, const char *sql,
+								 int nargs, const Oid *argtypes);
+
 /*
- * WfPreparedPlan returns the kept plan for sql, preparing it on first use
- * and again if it was invalidated for good (as ri_triggers.c does).
+ * WfPreparedPlanOptions returns the kept plan for sql, preparing it on
+ * first use and again if it was invalidated for good (as ri_triggers.c
+ * does).
  */
 static SPIPlanPtr
 WfPreparedPlanOptions(SPIPlanPtr *plan, const char *sql, int nargs,
@@ -51,6 +58,7 @@ WfPreparedPlanOptions(SPIPlanPtr *plan, const char *sql, int nargs,
 	return *plan;
 }
 
+/* WfPreparedPlan is WfPreparedPlanOptions with the default options. */
 static SPIPlanPtr
 WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 			   const Oid *argtypes)
@@ -207,6 +215,7 @@ WfResultUuid(uint64 row, int col, pg_uuid_t *out)
 	return true;
 }
 
+/* WfResultInt32 reads an int4 column, 0 for NULL. */
 int32
 WfResultInt32(uint64 row, int col)
 {
@@ -216,6 +225,7 @@ WfResultInt32(uint64 row, int col)
 	return isnull ? 0 : DatumGetInt32(d);
 }
 
+/* WfResultBool reads a boolean column, false for NULL. */
 bool
 WfResultBool(uint64 row, int col)
 {

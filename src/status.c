@@ -219,6 +219,7 @@ WfComputeRunStatus(int32 active, int32 waiting, int32 blocked,
 	return "SUCCEEDED";
 }
 
+/* WfRunStatusTerminal says whether a run status is final. */
 bool
 WfRunStatusTerminal(const char *status)
 {
@@ -486,6 +487,7 @@ ApplyShardDelta(const RunDeltaEntry *entry, RunDeltaEntry *run_delta,
 	}
 }
 
+/* CompareRunDelta orders counter changes by run id, then shard. */
 static int
 CompareRunDelta(const void *a, const void *b)
 {
@@ -498,6 +500,7 @@ CompareRunDelta(const void *a, const void *b)
 	return (int) x->shard - (int) y->shard;
 }
 
+/* DeltaChanges says whether a record changes any counter. */
 static bool
 DeltaChanges(const RunDeltaEntry *entry)
 {

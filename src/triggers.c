@@ -97,6 +97,7 @@ static void SyncSteps(const StepSync *items, int n);
 static void SyncStepsValues(const StepSync *items, int n, Datum *values);
 static void NoteSyncedTerminal(void);
 
+/* GetColumn reads a job_queue column of tuple by name. */
 static Datum
 GetColumn(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
 {
@@ -107,6 +108,7 @@ GetColumn(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
 	return SPI_getbinval(tuple, desc, attnum, isnull);
 }
 
+/* CheckTrigger refuses a call not made by the trigger manager. */
 static void
 CheckTrigger(FunctionCallInfo fcinfo, const char *name)
 {
@@ -159,6 +161,10 @@ WfTriggersInit(void)
 	WfRegisterXactHooks(&hooks);
 }
 
+/*
+ * NoteStepSync notes that a job's step moves to "to", with a copy of the
+ * job's values the move takes, in sync_context.
+ */
 static void
 NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
 			 const pg_uuid_t *run_id, const char *to, HeapTuple newtup,
@@ -267,6 +273,7 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 	return PointerGetDatum(NULL);
 }
 
+/* IsTerminalSync says whether a move finishes its step. */
 static bool
 IsTerminalSync(const StepSync *sync)
 {

@@ -66,6 +66,7 @@ WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b)
 	return memcmp(a->data, b->data, UUID_LEN);
 }
 
+/* WfUuidCmpQsort is WfUuidCompare for qsort and bsearch. */
 int
 WfUuidCmpQsort(const void *a, const void *b)
 {

@@ -4,6 +4,12 @@
  *	  Shared declarations of the workflow extension, grouped by the file
  *	  that owns them.
  *
+ * The groups run down the module call graph: a file calls functions only
+ * of the files whose group comes after its own (docs/DECISIONS.md, "Source
+ * layout").  The settings are variables, which every file reads;
+ * xact_state.c calls the other files' transaction hooks only through the
+ * pointers they register.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef WORKFLOW_H
@@ -59,94 +65,6 @@ extern int	wf_counter_shards;
 #define WF_MAX_COUNTER_SHARDS 1024
 extern int	wf_counter_shard_min_width;
 extern bool wf_notify_per_organization;
-
-/* xact_state.c: transaction and statement state, end-of-transaction hooks */
-
-/*
- * The hooks of a module that collects work within a transaction; any may
- * be NULL.  unfinished says, before commit, whether work is left that was
- * never processed (the commit then fails); reset forgets everything at the
- * end of the transaction, before the pending context is reset; abort_sub
- * drops what was collected in an aborted subtransaction.
- */
-typedef struct WfXactHooks
-{
-	bool		(*unfinished) (void);
-	void		(*reset) (void);
-	void		(*abort_sub) (SubTransactionId subid);
-} WfXactHooks;
-
-extern void WfXactStateInit(void);
-extern void WfRegisterXactHooks(const WfXactHooks *hooks);
-extern void WfRequireReadCommitted(void);
-extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
-							  const Oid *argtypes, Datum *values,
-							  const char *nulls);
-extern bool WfEngineWriting(void);
-extern void WfDeferFinishBegin(void);
-extern int	WfDeferDepth(void);
-extern void WfDeferRestore(int depth);
-extern void WfNoteLateLocks(void);
-extern bool WfHoldsLateLocks(void);
-extern MemoryContext WfPendingContext(void);
-
-/* locks.c: the run release lock */
-extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
-							 bool wait);
-extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
-
-/* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.3"
-
-typedef struct WfCall
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	Oid			saved_caller;
-	int			saved_norgs;
-	pg_uuid_t  *saved_orgs;
-} WfCall;
-
-extern void WfPrivilegeInit(void);
-extern void WfCheckVersion(void);
-extern void WfBeginCall(WfCall *call);
-extern void WfEndCall(const WfCall *call);
-extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
-extern bool WfCallConfined(void);
-extern int	WfCallOrganizationCount(void);
-extern bool WfCallSeesOrganization(const pg_uuid_t *org);
-extern const pg_uuid_t *WfCallOrganization(const pg_uuid_t *given);
-extern Datum WfCallOrganizationsArray(bool *isnull);
-
-/* spi_util.c: cached plans and SPI value helpers */
-extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
-					  const Oid *argtypes, Datum *values, const char *nulls,
-					  bool read_only, long count);
-extern int	WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
-							 const Oid *argtypes, Datum *values,
-							 const char *nulls);
-extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
-							const Oid *argtypes, Datum *values,
-							const char *nulls);
-extern Datum WfArray(Datum *elems, bool *nulls, int n, Oid elemtype);
-extern void WfDeconstruct(ArrayType *arr, Oid elemtype, Datum **elems,
-						  bool **nulls, int *n);
-extern Datum WfResultDatum(uint64 row, int col, bool *isnull);
-extern char *WfResultText(uint64 row, int col);
-extern bool WfResultUuid(uint64 row, int col, pg_uuid_t *out);
-extern int32 WfResultInt32(uint64 row, int col);
-extern bool WfResultBool(uint64 row, int col);
-extern Datum WfUuidDatum(const pg_uuid_t *uuid);
-extern char *WfUuidString(const pg_uuid_t *uuid);
-extern bool WfJsonbEqual(Datum a, bool a_null, Datum b, bool b_null);
-extern bool WfTextEqual(const char *a, const char *b);
-extern char *WfEnumLabel(Datum value);
-extern char *WfTruncateMessage(const char *message);
-
-/* uuid.c: time-ordered identifiers */
-extern void WfNewUuidV7(pg_uuid_t *out);
-extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
-extern int	WfUuidCmpQsort(const void *a, const void *b);
 
 /* queue.c: the single-job calls; the job state claim.c and batch.c share */
 
@@ -229,6 +147,9 @@ typedef struct WfDefinition
 
 extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
 
+/* triggers.c: step moves noted per row and written per statement */
+extern void WfTriggersInit(void);
+
 /* cascade.c: terminal processing and dependency release */
 extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
@@ -236,9 +157,6 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
-
-/* triggers.c: step moves noted per row and written per statement */
-extern void WfTriggersInit(void);
 
 /* status.c: run counters, status recomputation, notification */
 extern void WfStatusInit(void);
@@ -254,5 +172,93 @@ extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 extern bool WfRunStatusTerminal(const char *status);
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
+
+/* locks.c: the run release lock */
+extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
+							 bool wait);
+extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
+
+/* xact_state.c: transaction and statement state, end-of-transaction hooks */
+
+/*
+ * The hooks of a module that collects work within a transaction; any may
+ * be NULL.  unfinished says, before commit, whether work is left that was
+ * never processed (the commit then fails); reset forgets everything at the
+ * end of the transaction, before the pending context is reset; abort_sub
+ * drops what was collected in an aborted subtransaction.
+ */
+typedef struct WfXactHooks
+{
+	bool		(*unfinished) (void);
+	void		(*reset) (void);
+	void		(*abort_sub) (SubTransactionId subid);
+} WfXactHooks;
+
+extern void WfXactStateInit(void);
+extern void WfRegisterXactHooks(const WfXactHooks *hooks);
+extern void WfRequireReadCommitted(void);
+extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
+							  const Oid *argtypes, Datum *values,
+							  const char *nulls);
+extern bool WfEngineWriting(void);
+extern void WfDeferFinishBegin(void);
+extern int	WfDeferDepth(void);
+extern void WfDeferRestore(int depth);
+extern void WfNoteLateLocks(void);
+extern bool WfHoldsLateLocks(void);
+extern MemoryContext WfPendingContext(void);
+
+/* privilege.c: version check, owner switch, tenant confinement */
+#define WF_SQL_VERSION "1.3"
+
+typedef struct WfCall
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	Oid			saved_caller;
+	int			saved_norgs;
+	pg_uuid_t  *saved_orgs;
+} WfCall;
+
+extern void WfPrivilegeInit(void);
+extern void WfCheckVersion(void);
+extern void WfBeginCall(WfCall *call);
+extern void WfEndCall(const WfCall *call);
+extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
+extern bool WfCallConfined(void);
+extern int	WfCallOrganizationCount(void);
+extern bool WfCallSeesOrganization(const pg_uuid_t *org);
+extern const pg_uuid_t *WfCallOrganization(const pg_uuid_t *given);
+extern Datum WfCallOrganizationsArray(bool *isnull);
+
+/* spi_util.c: cached plans and SPI value helpers */
+extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
+					  const Oid *argtypes, Datum *values, const char *nulls,
+					  bool read_only, long count);
+extern int	WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
+							 const Oid *argtypes, Datum *values,
+							 const char *nulls);
+extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
+							const Oid *argtypes, Datum *values,
+							const char *nulls);
+extern Datum WfArray(Datum *elems, bool *nulls, int n, Oid elemtype);
+extern void WfDeconstruct(ArrayType *arr, Oid elemtype, Datum **elems,
+						  bool **nulls, int *n);
+extern Datum WfResultDatum(uint64 row, int col, bool *isnull);
+extern char *WfResultText(uint64 row, int col);
+extern bool WfResultUuid(uint64 row, int col, pg_uuid_t *out);
+extern int32 WfResultInt32(uint64 row, int col);
+extern bool WfResultBool(uint64 row, int col);
+extern Datum WfUuidDatum(const pg_uuid_t *uuid);
+extern char *WfUuidString(const pg_uuid_t *uuid);
+extern bool WfJsonbEqual(Datum a, bool a_null, Datum b, bool b_null);
+extern bool WfTextEqual(const char *a, const char *b);
+extern char *WfEnumLabel(Datum value);
+extern char *WfTruncateMessage(const char *message);
+
+/* uuid.c: time-ordered identifiers */
+extern void WfNewUuidV7(pg_uuid_t *out);
+extern int	WfUuidCompare(const pg_uuid_t *a, const pg_uuid_t *b);
+extern int	WfUuidCmpQsort(const void *a, const void *b);
 
 #endif							/* WORKFLOW_H */

@@ -118,6 +118,7 @@ WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
 	return ret;
 }
 
+/* WfEngineWriting says whether one of the engine's own writes runs. */
 bool
 WfEngineWriting(void)
 {
@@ -135,6 +136,7 @@ WfDeferFinishBegin(void)
 	defer_depth++;
 }
 
+/* WfDeferDepth is how many batch calls in progress defer statement ends. */
 int
 WfDeferDepth(void)
 {
@@ -161,6 +163,7 @@ WfNoteLateLocks(void)
 	late_locks_lxid = MyProc->lxid;
 }
 
+/* WfHoldsLateLocks says whether this transaction noted late locks. */
 bool
 WfHoldsLateLocks(void)
 {
