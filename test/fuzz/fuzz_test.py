@@ -935,6 +935,10 @@ def model_reap(s, a):
     return Expect("ok", post)
 
 
+# The most ids one complete_jobs or fail_jobs call takes (README, API).
+MAX_BATCH_IDS = 10000
+
+
 def model_batch(fn, s, a):
     if fn == "complete_jobs":
         ids, tokens, outputs = a
@@ -960,6 +964,8 @@ def model_batch(fn, s, a):
         return Expect(IA, why="NULL error code")
     if outputs is not None and any(o is not None and too_big(s, o) for o in outputs[0]):
         return Expect(IA, why="output too big")
+    if n > MAX_BATCH_IDS:
+        return Expect(IA, why="more ids than a batch call takes")
     if n == 0:
         return Expect("ok", lambda out: None if out.rows == [] else "rows %r" % out.rows)
     if len(set(ids[0])) != n:
