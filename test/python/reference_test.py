@@ -420,8 +420,12 @@ def main():
                                              "SELECT rolname FROM pg_roles"],
                               capture_output=True, text=True)
         for role in sorted(set(proc.stdout.split()) - roles_before):
-            subprocess.run(psql_base() + ["-d", "postgres", "-c", f'DROP ROLE "{role}"'],
-                           capture_output=True, text=True)
+            drop = subprocess.run(psql_base() + ["-d", "postgres", "-c", f'DROP ROLE "{role}"'],
+                                  capture_output=True, text=True)
+            if drop.returncode != 0 or "ERROR" in drop.stderr:
+                counts[1] += 1
+                print(f"not ok - role {role} made by {path.relative_to(ROOT)} could not be dropped: "
+                      f"{drop.stderr.strip()}")
     print(f"{counts[0]} passed, {counts[1]} failed")
     return 0 if counts[1] == 0 and counts[0] > 0 else 1
 
