@@ -85,8 +85,15 @@ MODES = {
     ),
 }
 
-GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "event_cost",
+GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "event_cost",
           "start_run", "bloat", "reference_end"]
+
+# The roles group's login roles (roles belong to the cluster, which
+# bench/run.sh creates for the run; its pg_hba trusts local connections):
+# a worker granted only workflow_worker, unscoped, and a tenant worker of
+# one organization.
+ROLE_WORKER = "bench_worker"
+ROLE_TENANT = "bench_tenant"
 
 IDLE_US = 1000          # a polling worker's sleep after an empty claim
 BATCH = 50              # claim batch size
@@ -167,10 +174,11 @@ class Bench:
     # ------------------------------------------------------------------
     # SQL and pgbench
 
-    def sql(self, db, query, timeout=3600):
+    def sql(self, db, query, timeout=3600, user=None):
         p = subprocess.run(
             [PGBIN + "/psql", "-X", "-q", "-A", "-t", "-F", "|",
-             "-v", "ON_ERROR_STOP=1", "-d", db, "-c", query],
+             "-v", "ON_ERROR_STOP=1", "-d", db, "-c", query]
+            + (["-U", user] if user else []),
             env=self.env, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             raise BenchError("psql on %s failed: %s\n  query: %s"
@@ -192,9 +200,11 @@ class Bench:
         return os.path.join(self.scripts, name)
 
     def pgbench(self, db, name, clients, script=None, builtin=None,
-                duration=None, transactions=None, defines=None, label=None):
+                duration=None, transactions=None, defines=None, label=None,
+                user=None):
         """Runs pgbench once; returns the parsed report.  Raises BenchError
-        when pgbench fails or a client aborted."""
+        when pgbench fails or a client aborted.  user: the role its clients
+        connect as (default: the superuser of --user)."""
         cmd = [PGBIN + "/pgbench", "-n", "-c", str(clients),
                "-j", str(min(clients, 2)), "--max-tries=%d" % MAX_TRIES,
                "--failures-detailed"]
@@ -202,6 +212,8 @@ class Bench:
             cmd += ["-T", str(int(duration))]
         else:
             cmd += ["-t", str(int(transactions))]
+        if user:
+            cmd += ["-U", user]
         if builtin:
             cmd += [builtin]
         else:
@@ -407,7 +419,7 @@ class Bench:
     def timed_queue(self, db, key, title, group, clients, script, jt, unit,
                     available, fill, guess, margin, extra_defines=None, note="",
                     succeeded=None, recover=None, vacuum_every=None,
-                    tables=QUEUE_TABLES):
+                    tables=QUEUE_TABLES, user=None):
         """-T runs of a worker script against a prefilled queue.  Rate =
         completed / duration from the database.  A run that empties the
         queue is repeated with a larger fill.  succeeded() and recover()
@@ -416,71 +428,97 @@ class Bench:
         untimed, so that a repetition does not inherit the dead claim-index
         entries of the one before (pgbench vacuums its own tables before a
         run the same way unless given -n).  With vacuum_every, tables are
-        also vacuumed that often while pgbench runs."""
+        also vacuumed that often while pgbench runs.  user: the role the
+        workers connect as (default: the superuser of --user)."""
+        w = self.queue_workload(db, key, title, group, clients, script, jt, unit,
+                                available, fill, guess, margin, extra_defines, note,
+                                succeeded, recover, vacuum_every, tables, user)
+        w.calibrate()
+        for rep in range(1, self.cfg["reps"] + 1):
+            w.measure(rep)
+
+    def queue_workload(self, db, key, title, group, clients, script, jt, unit,
+                       available, fill, guess, margin, extra_defines=None, note="",
+                       succeeded=None, recover=None, vacuum_every=None,
+                       tables=QUEUE_TABLES, user=None):
+        """timed_queue in two parts, so that the repetitions of several
+        workloads can be interleaved: .calibrate() once, then .measure(rep)
+        for each repetition.  Returns the rate of the repetition."""
+        bench = self
         cfg = self.cfg
         succeeded = succeeded or (lambda: self.jobs(db, jt, "SUCCEEDED"))
         recover = recover or (lambda: self.recover_orphans(db, jt))
         T = cfg["duration"]
         defines = dict(jt=jt, idle_us=IDLE_US, batch=BATCH)
         defines.update(extra_defines or {})
-        est = None
-        # calibration (not recorded): a short run to size the fill
-        cal = cfg["calib"]
         cap = cfg.get("max_fill")
         tries = 1 if cap else 4
-        need = int(guess * cal * 2) + margin
-        if cap:
-            need = min(need, cap)
-        have = available()
-        if have < need:
-            fill(need - have)
-        done0 = succeeded()
-        self.sql(db, "VACUUM " + tables)
-        with self.vacuuming(db, vacuum_every, tables):
-            r = self.pgbench(db, key, clients, script, duration=cal, defines=defines,
-                             label=key + "-calibrate")
-        recover()
-        done = succeeded() - done0
-        est = max(done / max(r["duration"] or cal, 0.1), 1.0)
-        if available() == 0:
-            est *= 2
-        for rep in range(1, cfg["reps"] + 1):
-            for attempt in range(tries):
-                need = int(est * T * 1.5) + margin
+
+        class Workload:
+            est = None
+            name = key
+
+            def calibrate(self):
+                # calibration (not recorded): a short run to size the fill
+                cal = cfg["calib"]
+                need = int(guess * cal * 2) + margin
                 if cap:
                     need = min(need, cap)
                 have = available()
                 if have < need:
                     fill(need - have)
-                self.sql(db, "VACUUM " + tables)
-                mark = self.log_mark()
                 done0 = succeeded()
-                with self.vacuuming(db, vacuum_every, tables) as vac:
-                    r = self.pgbench(db, key, clients, script, duration=T,
-                                     defines=defines, label="%s-c%d-r%d" % (key, clients, rep))
-                orphans = recover()
-                e1, e2 = self.check_log(key, mark)
-                done = succeeded() - done0 - orphans
-                left = available()
-                secs = r["duration"] or T
-                rate = done / secs
-                if left == 0 and attempt < tries - 1:
-                    self.say("  %s c=%d rep %d: queue ran dry, repeating with a larger fill"
-                             % (key, clients, rep))
-                    est = max(est, rate) * 2
-                    continue
-                break
-            est = max(est, rate)
-            self.record(group=group, key=key, title=title, clients=clients, rep=rep,
-                        value="%.3f" % rate, unit=unit, events=done,
-                        seconds="%.3f" % secs, tps=r["tps"], latency_ms=r["latency"],
-                        tx=r["tx"], failed=r["failed"], ser_failures=r["ser"],
-                        dl_failures=r["dl"], retried=r["retried"], retries=r["retries"],
-                        e40001=e1, e40P01=e2, orphans=orphans,
-                        note=note + ("; queue ran dry" if left == 0 else "")
-                        + ("; %d VACUUMs" % vac.passes if vacuum_every else ""))
-            self.say("  %s c=%d rep %d/%d: %.0f %s (40001 %d, 40P01 %d)"
-                     % (key, clients, rep, cfg["reps"], rate, unit, e1, e2))
+                bench.sql(db, "VACUUM " + tables)
+                with bench.vacuuming(db, vacuum_every, tables):
+                    r = bench.pgbench(db, key, clients, script, duration=cal, defines=defines,
+                                      label=key + "-calibrate", user=user)
+                recover()
+                done = succeeded() - done0
+                self.est = max(done / max(r["duration"] or cal, 0.1), 1.0)
+                if available() == 0:
+                    self.est *= 2
+
+            def measure(self, rep):
+                for attempt in range(tries):
+                    need = int(self.est * T * 1.5) + margin
+                    if cap:
+                        need = min(need, cap)
+                    have = available()
+                    if have < need:
+                        fill(need - have)
+                    bench.sql(db, "VACUUM " + tables)
+                    mark = bench.log_mark()
+                    done0 = succeeded()
+                    with bench.vacuuming(db, vacuum_every, tables) as vac:
+                        r = bench.pgbench(db, key, clients, script, duration=T,
+                                          defines=defines,
+                                          label="%s-c%d-r%d" % (key, clients, rep), user=user)
+                    orphans = recover()
+                    e1, e2 = bench.check_log(key, mark)
+                    done = succeeded() - done0 - orphans
+                    left = available()
+                    secs = r["duration"] or T
+                    rate = done / secs
+                    if left == 0 and attempt < tries - 1:
+                        bench.say("  %s c=%d rep %d: queue ran dry, repeating with a larger fill"
+                                  % (key, clients, rep))
+                        self.est = max(self.est, rate) * 2
+                        continue
+                    break
+                self.est = max(self.est, rate)
+                bench.record(group=group, key=key, title=title, clients=clients, rep=rep,
+                             value="%.3f" % rate, unit=unit, events=done,
+                             seconds="%.3f" % secs, tps=r["tps"], latency_ms=r["latency"],
+                             tx=r["tx"], failed=r["failed"], ser_failures=r["ser"],
+                             dl_failures=r["dl"], retried=r["retried"], retries=r["retries"],
+                             e40001=e1, e40P01=e2, orphans=orphans,
+                             note=note + ("; queue ran dry" if left == 0 else "")
+                             + ("; %d VACUUMs" % vac.passes if vacuum_every else ""))
+                bench.say("  %s c=%d rep %d/%d: %.0f %s (40001 %d, 40P01 %d)"
+                          % (key, clients, rep, cfg["reps"], rate, unit, e1, e2))
+                return rate
+
+        return Workload()
 
     def drive_until_done(self, db, key, clients, jt, run_ids, script="claim_complete.sql",
                          extra_defines=None, first_seg=None, cap=None):
@@ -780,6 +818,119 @@ class Bench:
             self.say("  %s rep %d/%d: %.0f steps/s (40001 %d, 40P01 %d)"
                      % (key, rep, cfg["reps"], r["tps"], e1, e2))
         self.drop_db(db)
+
+    def g_roles(self):
+        """The same workers as the superuser and as granted roles, in the
+        same database and the same run, the repetitions interleaved
+        (superuser, worker, tenant, superuser, ...): the plain claim +
+        complete_job pair of queue.single as the superuser, as a role
+        granted only workflow_worker (unscoped) and as a tenant worker of
+        one organization (its jobs enqueued in that organization); then
+        dag.wide (steps of one run of independent steps, with the backlog)
+        as the superuser and as the unscoped worker."""
+        cfg = self.cfg
+        if self.scalar("postgres", "SELECT count(*) FROM pg_roles"
+                                   " WHERE rolname = 'workflow_worker'") == "0":
+            self.say("  the installed extension has no role workflow_worker (before 1.3):"
+                     " nothing to measure")
+            return
+        db = self.fresh_db("wf_roles")
+        c8 = self.clients
+        ref = self.ref_tps(c8) or 1000.0
+        for role in (ROLE_WORKER, ROLE_TENANT):
+            self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
+            self.sql("postgres", "CREATE ROLE %s LOGIN IN ROLE workflow_worker" % role)
+        org = self.scalar(db, "SELECT workflow.uuid_v7()")
+        self.sql(db, "SELECT workflow.grant_organization('%s', '%s')" % (ROLE_TENANT, org))
+        # connected as each role: who it is and what it is confined to
+        for role, want in ((ROLE_WORKER, ""), (ROLE_TENANT, "{%s}" % org)):
+            got = self.sql(db, "SELECT current_user, workflow.my_organizations(),"
+                               " pg_has_role('workflow_client', 'MEMBER')", user=role)[0]
+            if got != [role, want, "f"]:
+                raise BenchError("connected as %s: current_user, my_organizations(), member"
+                                 " of workflow_client = %s, expected %s"
+                                 % (role, got, [role, want, "f"]))
+        self.say("  roles: %s (workflow_worker, unscoped), %s (workflow_worker, organization %s)"
+                 % (ROLE_WORKER, ROLE_TENANT, org))
+
+        def fill_org(jt, n):
+            # enqueued by the superuser in the tenant's organization
+            while n > 0:
+                k = min(n, 10000)
+                self.sql(db, "SELECT count(workflow.enqueue('%s', '{\"n\": 1}',"
+                             " organization_id => '%s')) FROM generate_series(1, %d)"
+                             % (jt, org, k))
+                n -= k
+
+        def pair(key, who, jt, user, fill):
+            return self.queue_workload(
+                db, key, "plain jobs: claim + complete_job, as %s" % who, "roles", c8,
+                "claim_complete.sql", jt, "jobs/s",
+                available=lambda: self.queued(db, jt), fill=fill,
+                guess=ref, margin=4 * c8, user=user,
+                note="connected as %s" % (user or self.args.user))
+
+        # each its own job type, so that each claims from a part of the
+        # claim index that only its own runs have emptied
+        jt_su, jt_worker, jt_org = "bench.roles_su", "bench.roles_worker", "bench.roles_org"
+        work = [
+            pair("roles.single.superuser", "the superuser", jt_su, None,
+                 lambda n: self.fill_plain(db, jt_su, n)),
+            pair("roles.single.worker", "a role granted workflow_worker", jt_worker,
+                 ROLE_WORKER, lambda n: self.fill_plain(db, jt_worker, n)),
+            pair("roles.single.tenant", "a tenant worker of one organization", jt_org,
+                 ROLE_TENANT, lambda n: fill_org(jt_org, n)),
+        ]
+        self.interleave(work)
+        # the tenant's claims took only its organization's jobs
+        if self.jobs(db, jt_org, "SUCCEEDED") == 0:
+            raise BenchError("roles: the tenant worker completed no job")
+        other = self.scalar(db, "SELECT count(*) FROM workflow.job_queue WHERE job_type = '%s'"
+                                " AND organization_id IS DISTINCT FROM '%s'" % (jt_org, org))
+        if other != "0":
+            raise BenchError("roles: %s jobs of %s outside the organization" % (other, jt_org))
+
+        # dag.wide, with the backlog
+        t = now()
+        self.fill_plain(db, "bench.backlog", cfg["backlog"])
+        self.say("  backlog: %d due jobs of type bench.backlog queued in %.1f s"
+                 % (self.queued(db, "bench.backlog"), now() - t))
+
+        def wide(k, who, user):
+            # each its own run and job type, as above
+            jt = "bench.roles_wide_" + k
+            self.put_def(db, "wide_" + k, "bench.def_independent(%d, '%s')" % (cfg["wide"], jt))
+            return self.queue_workload(
+                db, "roles.wide." + k,
+                "steps of one %d-step run of independent steps: claim + complete_job,"
+                " with the backlog, as %s" % (cfg["wide"], who), "roles", c8,
+                "claim_complete.sql", jt, "steps/s",
+                available=lambda: self.queued(db, jt),
+                fill=lambda n: self.fill_runs(db, "wide_" + k, math.ceil(n / cfg["wide"])),
+                guess=ref / 4, margin=4 * c8, user=user,
+                note="connected as %s" % (user or self.args.user))
+
+        self.interleave([wide("superuser", "the superuser", None),
+                         wide("worker", "a role granted workflow_worker", ROLE_WORKER)])
+        runs = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_runs"
+                                   " WHERE name = 'independent-%d'" % cfg["wide"]))
+        self.say("  wide: %d run(s) of %d steps used" % (runs, cfg["wide"]))
+        self.drop_db(db)
+        if not self.args.keep:
+            for role in (ROLE_WORKER, ROLE_TENANT):
+                self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
+
+    def interleave(self, work):
+        """Calibrates each workload, then runs their repetitions in turn:
+        rep 1 of each, rep 2 of each, ..., so that drift over the run
+        weighs on all of them alike.  A workload that completed nothing
+        fails the group."""
+        for w in work:
+            w.calibrate()
+        for rep in range(1, self.cfg["reps"] + 1):
+            for w in work:
+                if w.measure(rep) <= 0:
+                    raise BenchError("%s rep %d completed nothing" % (w.name, rep))
 
     # per-event cost against run size, in three planner-statistics states
     EVENT_STATES = [

@@ -193,6 +193,12 @@ def targets(S, ref, meta, rows):
     add("start_run of %d steps x plain INSERT ... SELECT of the same rows" % big, "<=", 2.0,
         a["median"] / b["median"] if a and b and b["median"] else None,
         "%s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"])) if a and b else "")
+    for key, base, what in ROLE_PAIRS[:2]:
+        a, b = get(key, c), get(base, c)
+        add("%s, %d clients, as a role granted workflow_worker x as the superuser, in the"
+            " same run (within 5%%)" % (what, c), ">=", 0.95, paired_ratio(rows, key, base, c),
+            "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
+            if a and b else "")
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -216,6 +222,50 @@ def targets(S, ref, meta, rows):
             % (cfg["bloat_total"], cfg["bloat_first"], how), "<=", 2.0,
             a["median"] / b["median"] if a and b and b["median"] else None, note)
     return T
+
+
+# the roles group: (role's key, the superuser's key, what is measured)
+ROLE_PAIRS = [
+    ("roles.single.worker", "roles.single.superuser", "plain jobs claim + complete_job"),
+    ("roles.wide.worker", "roles.wide.superuser", "steps of one run of independent steps"),
+    ("roles.single.tenant", "roles.single.superuser",
+     "plain jobs claim + complete_job, tenant of one organization"),
+]
+
+
+def paired_ratio(rows, key, base, clients):
+    """The median over the repetitions of the role's figure over the
+    superuser's of the same repetition (measured one after the other), or
+    None when either is missing."""
+    val = {}
+    for r in rows:
+        if r["key"] in (key, base) and int(r["clients"]) == clients:
+            val[(r["key"], r["rep"])] = fnum(r["value"])
+    ratios = [val[(key, rep)] / v for (k, rep), v in val.items()
+              if k == base and v and (key, rep) in val]
+    return statistics.median(ratios) if ratios else None
+
+
+def roles_table(S, ref, c, raw):
+    """The roles group: each role's figure next to the superuser's from the
+    same run (interleaved repetitions), as ratios to pgbench -N and to the
+    superuser (the median of the ratios of the repetitions)."""
+    rows = []
+    for key, base, what in ROLE_PAIRS:
+        a, b = S.get((key, c)), S.get((base, c))
+        if not a or not b:
+            continue
+        role = {"worker": "granted workflow_worker",
+                "tenant": "tenant worker of one organization"}[key.rsplit(".", 1)[1]]
+        rt = ref.get(c)
+        spread = lambda s: "±%.1f%%" % (s["spread_pct"] / 2) if s["reps"] > 1 else "-"
+        rows.append([what, role, fmt(b["median"], b["unit"]), spread(b),
+                     fmt(a["median"], a["unit"]), spread(a),
+                     "%.2f" % (b["median"] / rt) if rt else "-",
+                     "%.2f" % (a["median"] / rt) if rt else "-",
+                     "%.3f" % paired_ratio(raw, key, base, c)
+                     if paired_ratio(raw, key, base, c) is not None else "-"])
+    return rows
 
 
 def profile_table(out):
@@ -349,6 +399,22 @@ def main():
                [[t["target"], t["required"], t["measured"], t["met"], t["pct"], t["detail"]]
                 for t in T]))
     P("")
+
+    # roles
+    rrows = roles_table(S, ref, c, rows)
+    if rrows:
+        P("### Worker roles against the superuser (%d clients, same run, repetitions"
+          " interleaved)" % c)
+        P("")
+        P(md_table(["workload", "role", "superuser", "spread", "role's figure", "spread",
+                    "superuser / -N", "role / -N", "role / superuser"], rrows))
+        P("")
+        P("The same pgbench workers, connected as the superuser and as a login role"
+          " granted only workflow_worker (unscoped) or as a tenant worker confined to one"
+          " organization, whose jobs were enqueued in it.  role / superuser: the median,"
+          " over the repetitions, of the role's figure over the superuser's of the same"
+          " repetition.")
+        P("")
 
     # bloat
     b = {k[0]: v for k, v in S.items() if v["group"] == "bloat"}

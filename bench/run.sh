@@ -11,7 +11,7 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   event_cost, start_run, bloat, reference_end, profile
+#                   roles, event_cost, start_run, bloat, reference_end, profile
 #                   (the reference is always measured)
 #   --out DIR       results directory (default bench/results/MODE)
 #   --install       build and install the extension from this tree first
@@ -25,8 +25,9 @@
 #   2. creates its own cluster with default settings (fsync and
 #      synchronous_commit on) in a fresh directory under /tmp, as the postgres
 #      user when run as root (initdb refuses root), listening only on a Unix
-#      socket in that directory; only logging settings are changed, so that
-#      the server log carries each error's SQLSTATE;
+#      socket in that directory, with trust authentication (the roles group
+#      connects as login roles it creates); only logging settings are
+#      changed, so that the server log carries each error's SQLSTATE;
 #   3. copies bench/*.sql where postgres can read them, runs bench/driver.py
 #      (the reference pgbench -N / -S and every workload), then restarts the
 #      cluster with pg_stat_statements for the statements-per-event profile;

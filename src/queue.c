@@ -81,6 +81,8 @@ typedef struct JobState
 } JobState;
 
 static void LockJobIfLate(const pg_uuid_t *job_id);
+static void ConfineJob(const pg_uuid_t *job_id);
+static void ConfineBatch(Datum job_ids);
 
 static const char *job_state_columns =
 	"j.id, j.status::pg_catalog.text, j.lease_token, j.output,"
@@ -175,6 +177,9 @@ FetchJob(const pg_uuid_t *job_id, bool lock, JobState *job)
 									   psprintf("%s FOR NO KEY UPDATE", read_sql));
 	}
 	values[0] = UUIDPGetDatum(job_id);
+	/* another organization's job is not locked, let alone waited for */
+	if (lock)
+		ConfineJob(job_id);
 	if (lock)
 		LockJobIfLate(job_id);
 	if (lock)
@@ -203,6 +208,39 @@ ConfineJob(const pg_uuid_t *job_id)
 	if (!job.found)
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_JOB_NOT_FOUND, "job %s does not exist",
 				 WfUuidString(job_id));
+}
+
+/*
+ * ConfineBatch raises job.not_found for the first job of a batch (uuid[])
+ * that a confined caller may not see, before the batch locks anything: a
+ * lock on another organization's busy job would make the call wait, which
+ * a missing job never does.
+ */
+static void
+ConfineBatch(Datum job_ids)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT j.id FROM workflow.job_queue j"
+		" WHERE j.id" OP("=") "ANY ($1)"
+		" AND NOT COALESCE(j.organization_id" OP("=") "ANY ($2), false)"
+		" ORDER BY j.id LIMIT 1";
+	static const Oid types[2] = {UUIDARRAYOID, UUIDARRAYOID};
+	Datum		values[2];
+	bool		unconfined;
+	pg_uuid_t	hidden;
+
+	values[0] = job_ids;
+	values[1] = WfCallOrganizationsArray(&unconfined);
+	if (unconfined)
+		return;
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	if (SPI_processed > 0)
+	{
+		WfResultUuid(0, 1, &hidden);
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_JOB_NOT_FOUND, "job %s does not exist",
+				 WfUuidString(&hidden));
+	}
 }
 
 /*
@@ -1150,6 +1188,7 @@ LockBatch(BatchItem *items, int n, JobState *jobs)
 										 psprintf("%s NOWAIT", sql));
 	}
 	values[0] = WfArray(ids, NULL, n, UUIDOID);
+	ConfineBatch(values[0]);
 	if (WfHoldsLateLocks())
 		WfExecuteNowait(&nowait_plan, nowait_sql, 1, types, values, NULL);
 	else

@@ -42,6 +42,44 @@ two steps or more is sharded, into at most 2, 3 or 64 shards), the rest on
 the run row; the lockstep checks read workflow.run_counters(), the final
 ones the run row, which a finished run holds exact either way.
 
+Roles.  The superuser (PGUSER) only sets up, moves leases into the past and
+checks the end state.  Every engine call is made by a tenant login role of
+organization A:
+
+  model_worker   granted workflow_worker and workflow_reader, and
+                 organization A with workflow.grant_organization: claim,
+                 heartbeat, complete_job(s), fail_job(s), release_job,
+                 reap_expired, and the reads of the worker threads;
+  model_client   a member of model_clients, which is granted
+                 workflow_client, workflow_reader and organization A:
+                 complete_external_step, cancel_run and cancel_job (the
+                 workflow_worker role does not grant cancel_job, so a worker
+                 thread cancels its own job on its client connection), and
+                 start_run with no organization named, which must put the
+                 run in A;
+  model_client_s2, _s3, _s64
+                 the same client, with the counter-shard settings of the
+                 runs it starts.
+
+The workflow.* settings are PGC_SUSET, so the test never SETs them: the
+superuser gives them with ALTER DATABASE (retry_base_delay_ms = 0) and
+ALTER ROLE (counter_shard_min_width and counter_shards of each client
+role), and setup checks each role's session for them.  A lease expiry is an
+UPDATE of job_queue's leased_until by the superuser (a tenant role may not
+write the table), then reap_expired by the worker.  The final checks
+require every run, step and job to be in organization A.
+
+Organization B.  Before each example's runs the superuser starts a run in
+organization B with the example's job types: two due jobs at priority 100,
+ahead of every job of the example, an external step and a blocked step.
+The tenant worker must never claim one of its jobs (every claimed row is
+checked); a claim naming organization B must return nothing; complete_job
+and heartbeat of its job, and cancel_job, cancel_run and
+complete_external_step on it must find it missing (P0002); reading the
+tables as either role must not show it.  After each example, and for all of
+them at the end, organization B's jobs must be QUEUED, with no attempt,
+worker or lease, and its runs RUNNING.
+
 Workers treat SQLSTATE 40001 workflow.release_conflict as "retry the call",
 40001 job.lease_lost and 55000 job.canceled as "drop the job" where they are
 legitimate, and count any 40P01 deadlock, any other error and any call that
@@ -56,10 +94,13 @@ block) and printed, with the definitions of its runs; if shrinking runs out
 of time, the smallest failing example tried is printed instead.  The last
 line is "N passed, N failed", one count per generated example checked
 (examples tried while shrinking are not counted); a non-empty global
-verify() at the end adds one failure.  TOTAL_BUDGET caps the whole run.
+verify() at the end adds one failure, and so does a job of organization B
+that is not untouched.  TOTAL_BUDGET caps the whole run.
 
 Runs against the cluster in PGHOST/PGPORT/PGUSER (pg_virtualenv under
-`make test`), in a database workflow_model that it creates.  Environment:
+`make test`; PGUSER a superuser), in a database workflow_model that it
+creates, with the roles above, which it drops and creates again (roles
+belong to the cluster) with random passwords.  Environment:
 MODEL_SEED fixes Hypothesis's seed; MODEL_SCALE multiplies the number of
 examples (default 1).  With /usr/bin/python3 (Debian's python3-psycopg and
 python3-hypothesis).
@@ -68,6 +109,7 @@ python3-hypothesis).
 import json
 import os
 import random
+import secrets
 import sys
 import threading
 import time
@@ -108,6 +150,27 @@ RUN_CANCELED = "workflow.run_canceled"
 JOB_CANCELED = "job.canceled"
 EXPIRED = "job.lease_expired"
 EXT_CANCEL_REASON = "model.external_cancel"
+FOREIGN_PRIORITY = 100  # the other organization's jobs: ahead of every drawn priority
+
+# Roles.  The superuser of the cluster (PGUSER) only sets up, moves leases
+# into the past and checks; every engine call runs as one of these login
+# roles.  model_worker is a tenant worker of organization A; the client
+# roles are members of model_clients, the tenant of organization A, and
+# differ only in the counter-shard settings ALTER ROLE gives them (the
+# settings are PGC_SUSET: a client may not SET them itself).
+WORKER_ROLE = "model_worker"
+CLIENTS_GROUP = "model_clients"
+CLIENT_ROLE = "model_client"
+# most counter shards of a run -> (client role that starts it, min width, shards)
+SHARD_CLIENTS = {
+    0: (CLIENT_ROLE, 64, 64),
+    2: ("model_client_s2", 2, 2),
+    3: ("model_client_s3", 2, 3),
+    64: ("model_client_s64", 2, 64),
+}
+ROLE_PASSWORDS = {}     # login role -> password, made by setup()
+ORG_A = None            # the tenants' organization, made by setup()
+ORG_B = None            # another organization, whose runs the superuser starts
 
 
 class _Any:
@@ -562,6 +625,7 @@ class Harness:
         self.kept = []          # (run ids, steps) of passed examples, oldest first
         self.kept_steps = 0
         self.deleted_runs = 0
+        self.foreign_runs = 0   # runs of organization B, shrink runs included
 
     def keep(self, run_ids, steps):
         """Deletes the oldest passed runs beyond KEEP_STEPS steps, so that
@@ -593,15 +657,25 @@ class Harness:
         self.deleted_runs += len(old)
         return None
 
-    def conn(self, name):
+    def conn(self, name, role=None):
+        """Connection name, as role (None: the superuser of PGUSER)."""
         c = self.conns.get(name)
         if c is None or c.closed or c.broken:
-            c = psycopg.connect(dbname=DBNAME, autocommit=True)
+            if role is None:
+                c = psycopg.connect(dbname=DBNAME, autocommit=True)
+            else:
+                c = psycopg.connect(dbname=DBNAME, user=role, password=ROLE_PASSWORDS[role],
+                                    autocommit=True)
             self.conns[name] = c
         return c
 
-    def cursor(self, name):
-        return self.conn(name).cursor(row_factory=dict_row)
+    def cursor(self, name, role=None):
+        return self.conn(name, role).cursor(row_factory=dict_row)
+
+    def cursor_as(self, role):
+        """The calling thread's own connection as role ("su": the superuser)."""
+        name = f"{threading.current_thread().name}/{role}"
+        return self.cursor(name, None if role == "su" else role)
 
     def close(self):
         for c in self.conns.values():
@@ -634,6 +708,8 @@ class ExampleRun:
         self.seq = ex.mode == "seq"
         self.models = None
         self.last_event = ""
+        self.foreign_run = None     # this example's run in organization B
+        self.foreign_jobs = set()
 
     # --- bookkeeping
 
@@ -692,18 +768,18 @@ class ExampleRun:
 
     # --- starting runs
 
-    def start_runs(self, cur, pause=False, rng=None):
+    def start_runs(self, pause=False, rng=None):
+        """Each run is started by a client role of organization A, with no
+        organization named: the engine puts it in the role's only one."""
         for d, dag in enumerate(self.ex.dags):
             defn = definition(dag, f"model-{self.exno}-{d}", self.types)
             # a quarter of the runs keep their counters on the run row (the
             # default for runs this narrow); the rest shard every level of
-            # two steps or more, into at most 2, 3 or 64 shards
+            # two steps or more, into at most 2, 3 or 64 shards.  The client
+            # role that starts the run has those settings (ALTER ROLE).
             shards = (0, 2, 3, 64)[(self.ex.seed >> (2 * d)) & 3]
-            r = self.call(cur, "start_run",
-                          "SELECT workflow.start_run(%s) AS id"
-                          " FROM (SELECT pg_catalog.set_config('workflow.counter_shard_min_width',"
-                          "  %s, true), pg_catalog.set_config('workflow.counter_shards', %s, true)) g",
-                          (Jsonb(defn), "2" if shards else "64", str(shards or 64)))
+            cur = self.h.cursor_as(SHARD_CLIENTS[shards][0])
+            r = self.call(cur, "start_run", "SELECT workflow.start_run(%s) AS id", (Jsonb(defn),))
             if not r.ok:
                 self.problem(f"start_run dag {d}: {r!r}")
                 raise Diverged()
@@ -722,6 +798,100 @@ class ExampleRun:
                 self.sync(cur, d, "start_run")
             if pause:
                 time.sleep(rng.random() * 0.01)
+
+    # --- the other organization
+
+    def start_foreign(self):
+        """The superuser starts a run in organization B with this example's
+        job types, its jobs ahead of every job of the example: the tenant
+        roles must never see, claim or change it."""
+        su = self.h.cursor_as("su")
+        t0, t1 = self.types[0], self.types[-1]
+        defn = {"name": f"foreign-{self.exno}", "steps": [
+            {"key": "f0", "job_type": t0, "priority": FOREIGN_PRIORITY},
+            {"key": "f1", "job_type": t1, "priority": FOREIGN_PRIORITY},
+            {"key": "f2", "kind": "external"},
+            {"key": "f3", "job_type": t0, "depends_on": ["f0"]}]}
+        r = self.call(su, "foreign start_run", "SELECT workflow.start_run(%s, %s) AS id",
+                      (Jsonb(defn), ORG_B))
+        if not r.ok:
+            self.problem(f"start_run in organization B: {r!r}")
+            raise Diverged()
+        self.foreign_run = r.rows[0]["id"]
+        with self.lock:
+            self.h.foreign_runs += 1
+        r = self.call(su, "foreign jobs", "SELECT id FROM workflow.job_queue"
+                      " WHERE workflow_run_id = %s", (self.foreign_run,))
+        with self.lock:
+            self.foreign_jobs = {row["id"] for row in r.rows}
+        self.inc("foreign_runs")
+        self.inc("foreign_jobs", len(r.rows))
+
+    def probe_foreign(self):
+        """The tenants' calls on organization B's run and jobs: nothing to
+        claim, and every one of them looks missing."""
+        w = self.h.cursor_as(WORKER_ROLE)
+        c = self.h.cursor_as(CLIENT_ROLE)
+        job = min(self.foreign_jobs)
+        run = self.foreign_run
+        r = self.call(w, "claim in organization B",
+                      "SELECT id FROM workflow.claim('probe', %s::text[], 5, %s)", (self.types, ORG_B))
+        if not r.ok or r.rows:
+            self.problem(f"the tenant worker's claim naming organization B: {r!r}"
+                         f" ({len(r.rows or [])} rows)")
+        probes = (
+            (w, "complete_job of B's job", "SELECT workflow.complete_job(%s, %s)",
+             (job, job), "job.not_found"),
+            (w, "heartbeat of B's job", "SELECT workflow.heartbeat(%s, %s)",
+             (job, job), "job.not_found"),
+            (c, "cancel_job of B's job", "SELECT workflow.cancel_job(%s, 'model: tenant probe')",
+             (job,), "job.not_found"),
+            (c, "cancel_run of B's run", "SELECT workflow.cancel_run(%s, 'model: tenant probe')",
+             (run,), "workflow.run_not_found"),
+            (c, "complete_external_step of B's run",
+             "SELECT status FROM workflow.complete_external_step(%s, 'f2', 'SUCCEEDED')",
+             (run,), "workflow.run_not_found"),
+        )
+        for cur, what, sql, args, code in probes:
+            r = self.call(cur, what, sql, args)
+            self.inc("foreign_probes")
+            if not r.is_("P0002", code):
+                self.problem(f"{what} by a tenant of organization A: {r!r}, expected {code}")
+        for cur, who in ((w, "worker"), (c, "client")):
+            r = self.call(cur, "reading B's rows", "SELECT (SELECT count(*) FROM workflow.job_queue"
+                          " WHERE workflow_run_id = %s) + (SELECT count(*) FROM"
+                          " workflow.workflow_steps WHERE workflow_run_id = %s) + (SELECT count(*)"
+                          " FROM workflow.workflow_runs WHERE id = %s) AS n", (run, run, run))
+            self.inc("foreign_probes")
+            if not r.ok or r.rows[0]["n"] != 0:
+                self.problem(f"the tenant {who} reads organization B's run: {r!r}"
+                             f" ({r.rows[0]['n'] if r.ok else '?'} rows)")
+
+    def check_foreign(self, cur):
+        """Organization B's run as the superuser started it: its jobs QUEUED,
+        never claimed."""
+        self.inc("foreign_checks")
+        r = self.call(cur, "foreign state",
+                      "SELECT s.step_key, s.status::text AS s, j.status::text AS j, j.attempt,"
+                      " j.worker_id, j.lease_token, r.status::text AS run"
+                      " FROM workflow.workflow_steps s JOIN workflow.workflow_runs r"
+                      " ON r.id = s.workflow_run_id LEFT JOIN workflow.job_queue j"
+                      " ON j.workflow_step_id = s.id WHERE s.workflow_run_id = %s"
+                      " ORDER BY s.step_key", (self.foreign_run,))
+        want = {"f0": ("ENQUEUED", "QUEUED"), "f1": ("ENQUEUED", "QUEUED"),
+                "f2": ("WAITING_FOR_EXTERNAL", None), "f3": ("BLOCKED", None)}
+        got = {row["step_key"]: row for row in r.rows or []}
+        if sorted(got) != sorted(want):
+            self.problem(f"organization B's run has steps {sorted(got)}")
+            return
+        for k, (st_, jst) in want.items():
+            row = got[k]
+            if (row["s"], row["j"], row["run"]) != (st_, jst, "RUNNING") or \
+                    (row["attempt"] or 0) != 0 or row["worker_id"] is not None or \
+                    row["lease_token"] is not None:
+                self.problem(f"organization B's {k} was touched: step {row['s']}, job {row['j']}"
+                             f" attempt {row['attempt']} worker {row['worker_id']},"
+                             f" run {row['run']}; expected step {st_}, job {jst}, never claimed")
 
     def locate(self, row):
         step_id = row["workflow_step_id"]
@@ -823,16 +993,29 @@ class ExampleRun:
         want = {"status": "RUNNING", "worker_id": wid, "job_type": self.types[s.type_index],
                 "priority": s.priority, "max_attempts": s.max_attempts,
                 "timeout_seconds": s.timeout, "workflow_run_id": self.run_ids[d],
-                "payload": {"i": i}}
+                "payload": {"i": i}, "organization_id": ORG_A}
         for k, v in want.items():
             if row[k] != v:
                 self.problem(f"claim of {self.key(d, i)}: {k} = {row[k]!r}, expected {v!r}")
         if row["lease_token"] is None or row["leased_until"] is None:
             self.problem(f"claim of {self.key(d, i)}: no lease")
 
+    def foreign_claim(self, row):
+        """Whether a claimed row is not organization A's: a tenant worker
+        must never get one."""
+        if row["id"] in self.foreign_jobs or row["organization_id"] != ORG_A:
+            self.inc("foreign_claims")
+            self.problem(f"the tenant worker of organization A claimed job {row['id']}"
+                         f" of organization {row['organization_id']} (run {row['workflow_run_id']})")
+            return True
+        return False
+
     def process_claimed(self, cur, rows, wid, rng, batch_finish):
+        """cur: the worker role's connection."""
         items = []
         for row in rows:
+            if self.foreign_claim(row):
+                continue
             loc = self.locate(row)
             if loc is None:
                 continue
@@ -1007,8 +1190,11 @@ class ExampleRun:
             self.unexpected(r, f"release_job {self.key(d, i)} attempt {a}")
 
     def expire_one(self, cur, x):
+        """A lease runs out: the superuser moves leased_until into the past
+        (a tenant role has no right to write job_queue), the worker reaps."""
         row, d, i, a, _ = x
-        r = self.call(cur, "expire", "UPDATE workflow.job_queue SET leased_until = now() -"
+        r = self.call(self.h.cursor_as("su"), "expire",
+                      "UPDATE workflow.job_queue SET leased_until = now() -"
                       " interval '1 s' WHERE id = %s AND lease_token = %s AND status = 'RUNNING'"
                       " RETURNING id", (row["id"], row["lease_token"]))
         if not r.ok:
@@ -1051,13 +1237,16 @@ class ExampleRun:
         self.stale_call(cur, x, "lease expiry")
 
     def self_cancel_one(self, cur, x):
+        """cancel_job is a client's call (workflow_client): the worker
+        thread makes it on its client role's connection."""
         row, d, i, a, _ = x
-        r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
+        client = self.h.cursor_as(CLIENT_ROLE)
+        r = self.call(client, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
                       (row["id"], "model: the worker cancels its job"))
         if r.ok:
             self.inc("self_cancels")
             self.model_event(d, i, "C", a)
-            self.sync(cur, d, "cancel_job")
+            self.sync(client, d, "cancel_job")
         elif not self.canceled_ok(d, r):
             self.unexpected(r, f"cancel_job of its own job {self.key(d, i)}")
             return
@@ -1114,18 +1303,21 @@ class ExampleRun:
     # --- sequential block
 
     def run_sequential(self):
-        cur = self.h.cursor("seq")
+        cur = self.h.cursor_as(WORKER_ROLE)
+        client = self.h.cursor_as(CLIENT_ROLE)
         self.models = [RunModel(dag) for dag in self.ex.dags]
         rng = random.Random(self.ex.seed)
         try:
-            self.start_runs(cur)
+            self.start_foreign()
+            self.start_runs()
+            self.probe_foreign()
             cancels = list(self.ex.seq_cancels)
             event = 0
             while True:
                 while cancels and cancels[0][0] <= event:
-                    self.seq_cancel(cur, cancels.pop(0))
+                    self.seq_cancel(client, cancels.pop(0))
                 if rng.random() < 0.05:
-                    self.complete_blocked_external(cur, rng)
+                    self.complete_blocked_external(client, rng)
                 waiting = [(d, i) for d, m in enumerate(self.models)
                            for i, s in enumerate(m.status) if s == "WAITING_FOR_EXTERNAL"]
                 queued = [(d, i) for d, m in enumerate(self.models)
@@ -1134,7 +1326,7 @@ class ExampleRun:
                     break
                 if waiting and (not queued or rng.random() < 0.3):
                     d, i = rng.choice(waiting)
-                    self.complete_external(cur, d, i, rng)
+                    self.complete_external(client, d, i, rng)
                 else:
                     self.seq_claim(cur, queued, rng)
                 event += 1
@@ -1142,18 +1334,18 @@ class ExampleRun:
                     self.problem("sequential worker made no end")
                     raise Diverged()
             for c in cancels:
-                self.seq_cancel(cur, c)
+                self.seq_cancel(client, c)
             r = self.call(cur, "final claim", "SELECT id FROM workflow.claim('seq', %s::text[], 10)",
                           (self.types,))
             if r.rows:
                 self.problem(f"claim found {len(r.rows)} jobs after every run finished")
             for d, m in enumerate(self.models):
                 if m.run_status() in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
-                    r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s) AS s",
+                    r = self.call(client, "cancel_run", "SELECT workflow.cancel_run(%s) AS s",
                                   (self.run_ids[d],))
                     if not r.is_("55000", "workflow.run_already_terminal"):
                         self.problem(f"cancel_run of finished dag {d}: {r!r}")
-                    self.sync(cur, d, "cancel_run of a finished run")
+                    self.sync(client, d, "cancel_run of a finished run")
         except Diverged:
             return False
         return True
@@ -1166,6 +1358,8 @@ class ExampleRun:
             self.unexpected(r, "claim")
             raise Diverged()
         rows = r.rows
+        if any([self.foreign_claim(row) for row in rows]):
+            raise Diverged()
         want = sorted((self.ex.dags[d].steps[i].priority for d, i in queued), reverse=True)[:batch]
         got = sorted((row["priority"] for row in rows), reverse=True)
         if got != want:
@@ -1255,11 +1449,16 @@ class ExampleRun:
         if ex.mode == "cancel":
             threads.append(threading.Thread(target=self.guard, args=(self.canceller_loop, 0),
                                             name="k"))
+        try:
+            self.start_foreign()
+        except Diverged:
+            return False
         for t in threads:
             t.start()
         ok = True
         try:
-            self.start_runs(self.h.cursor("main"), pause=True, rng=random.Random(ex.seed))
+            self.start_runs(pause=True, rng=random.Random(ex.seed))
+            self.probe_foreign()
             ok = self.wait_terminal()
         except Diverged:
             ok = False
@@ -1320,7 +1519,7 @@ class ExampleRun:
 
     def worker_loop(self, w):
         ex = self.ex
-        cur = self.h.cursor(f"w{w}")
+        cur = self.h.cursor_as(WORKER_ROLE)
         rng = random.Random(ex.seed * 31 + w)
         wid = f"w{w}"
         types = self.types if (w == 0 or len(self.types) == 1 or w % 3 == 2) \
@@ -1348,7 +1547,7 @@ class ExampleRun:
             self.process_claimed(cur, r.rows, wid, rng, ex.batch_finish[w])
 
     def completer_loop(self, c):
-        cur = self.h.cursor(f"x{c}")
+        cur = self.h.cursor_as(CLIENT_ROLE)
         rng = random.Random(self.ex.seed * 37 + c)
         while not self.stop.is_set():
             ids = [rid for rid in self.run_ids if rid is not None]
@@ -1367,7 +1566,7 @@ class ExampleRun:
 
     def canceller_loop(self, _n):
         ex = self.ex
-        cur = self.h.cursor("k")
+        cur = self.h.cursor_as(CLIENT_ROLE)
         rng = random.Random(ex.seed * 41)
         tasks = [("run", d, p) for d, p in enumerate(ex.cancel_runs) if p is not None]
         tasks += [("job", d, i) for d, idx in enumerate(ex.cancel_jobs) for i in idx]
@@ -1439,12 +1638,12 @@ class ExampleRun:
             out.append(f"dag {d}: {msg}")
 
         run = self.call(cur, "run", "SELECT status::text AS status, result, result_step_key,"
-                        " finished_at, steps_total, steps_active, steps_waiting, steps_blocked,"
+                        " organization_id, finished_at, steps_total, steps_active, steps_waiting, steps_blocked,"
                         " steps_succeeded, steps_failed, steps_canceled"
                         " FROM workflow.workflow_runs WHERE id = %s", (run_id,)).rows[0]
         steps = self.call(cur, "steps", "SELECT id, step_key, status::text AS status,"
                           " status_reason, last_error_code, output, released_at, finished_at,"
-                          " job_id, dependency_count_total AS total,"
+                          " job_id, organization_id, dependency_count_total AS total,"
                           " dependency_count_pending AS pending,"
                           " dependency_count_unsatisfied AS unsat"
                           " FROM workflow.workflow_steps WHERE workflow_run_id = %s",
@@ -1452,6 +1651,7 @@ class ExampleRun:
         jobs = self.call(cur, "jobs", "SELECT j.id, j.workflow_step_id, j.workflow_run_id,"
                          " j.status::text AS status, j.attempt, j.max_attempts, j.priority,"
                          " j.job_type, j.timeout_seconds, j.output, j.last_error_code,"
+                         " j.organization_id,"
                          " j.lease_token IS NOT NULL AS token"
                          " FROM workflow.workflow_steps s JOIN workflow.job_queue j"
                          " ON j.workflow_step_id = s.id WHERE s.workflow_run_id = %s",
@@ -1464,6 +1664,14 @@ class ExampleRun:
             bad(f"step keys {sorted(by_key)[:10]}..., expected s0..s{len(dag.steps) - 1}")
             return out
         statuses = [by_key[i]["status"] for i in range(len(dag.steps))]
+
+        # organization A's, though started without naming it
+        if run["organization_id"] != ORG_A:
+            bad(f"run organization_id {run['organization_id']}, expected {ORG_A}")
+        wrong = [s["step_key"] for s in steps if s["organization_id"] != ORG_A]
+        wrong += [f"job {j['id']}" for j in jobs if j["organization_id"] != ORG_A]
+        if wrong:
+            bad(f"not in organization A: {', '.join(wrong[:5])}")
 
         # the run
         if weak:
@@ -1627,6 +1835,8 @@ class ExampleRun:
                         canceled = {i for dd, i in self.canceled_jobs if dd == d}
                         for msg in self.check_final(cur, d, predict(dag, frozenset(canceled))):
                             self.problem(msg)
+            if self.foreign_run is not None:
+                self.check_foreign(self.h.cursor("main"))
         except Exception:  # noqa: BLE001 - reported as a problem
             self.problem(f"test harness error: {traceback.format_exc()}")
         if not self.problems and all(self.run_ids):
@@ -1763,17 +1973,88 @@ class Block:
 
 
 def setup():
+    """As the superuser: the database, the extension, the tenant roles and
+    their organization, and the settings (PGC_SUSET) every role gets from
+    ALTER DATABASE and ALTER ROLE.  Then checks, as each role, that the
+    settings and the confinement are in force."""
+    global ORG_A, ORG_B
+    login_roles = [WORKER_ROLE] + [role for role, _w, _n in SHARD_CLIENTS.values()]
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DBNAME}")
+        # roles belong to the cluster: an earlier run's are dropped first
+        for role in login_roles + [CLIENTS_GROUP]:
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
         admin.execute(f"CREATE DATABASE {DBNAME}")
         admin.execute(f"ALTER DATABASE {DBNAME} SET workflow.retry_base_delay_ms = 0")
         admin.execute(f"ALTER DATABASE {DBNAME} SET statement_timeout = '60s'")
     with psycopg.connect(dbname=DBNAME, autocommit=True) as c:
         c.execute("CREATE EXTENSION workflow")
-        c.execute("SELECT workflow.uuid_v7()")
+        ORG_A, ORG_B = (c.execute("SELECT workflow.uuid_v7()").fetchone()[0] for _ in range(2))
+        for role in login_roles:
+            ROLE_PASSWORDS[role] = secrets.token_hex(16)
+        c.execute(f"CREATE ROLE {WORKER_ROLE} LOGIN PASSWORD '{ROLE_PASSWORDS[WORKER_ROLE]}'"
+                  " IN ROLE workflow_worker, workflow_reader")
+        c.execute(f"CREATE ROLE {CLIENTS_GROUP} NOLOGIN IN ROLE workflow_client, workflow_reader")
+        for role, width, shards in SHARD_CLIENTS.values():
+            c.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORDS[role]}'"
+                      f" IN ROLE {CLIENTS_GROUP}")
+            c.execute(f"ALTER ROLE {role} IN DATABASE {DBNAME}"
+                      f" SET workflow.counter_shard_min_width = {width}")
+            c.execute(f"ALTER ROLE {role} IN DATABASE {DBNAME} SET workflow.counter_shards = {shards}")
+        # the worker directly, the clients through their group role
+        for role in (WORKER_ROLE, CLIENTS_GROUP):
+            if not c.execute("SELECT workflow.grant_organization(%s, %s)", (role, ORG_A)).fetchone()[0]:
+                raise SystemExit(f"grant_organization({role}) granted nothing")
         delay = c.execute("SHOW workflow.retry_base_delay_ms").fetchone()[0]
         if delay not in ("0", "0ms"):
             raise SystemExit(f"workflow.retry_base_delay_ms is {delay}, not 0")
+
+    # as each role: its settings once the library is loaded, its organization
+    want = {WORKER_ROLE: (None, None)}
+    want.update({role: (str(width), str(shards)) for role, width, shards in SHARD_CLIENTS.values()})
+    for role, (width, shards) in want.items():
+        with psycopg.connect(dbname=DBNAME, user=role, password=ROLE_PASSWORDS[role],
+                             autocommit=True) as c:
+            orgs = c.execute("SELECT workflow.my_organizations()").fetchone()[0]
+            if orgs != [ORG_A]:
+                raise SystemExit(f"{role} is confined to {orgs}, not [{ORG_A}]")
+            delay = c.execute("SHOW workflow.retry_base_delay_ms").fetchone()[0]
+            if delay not in ("0", "0ms"):
+                raise SystemExit(f"{role}: workflow.retry_base_delay_ms is {delay}, not 0")
+            if width is not None:
+                got = (c.execute("SHOW workflow.counter_shard_min_width").fetchone()[0],
+                       c.execute("SHOW workflow.counter_shards").fetchone()[0])
+                if got != (width, shards):
+                    raise SystemExit(f"{role}: counter shard settings {got}, not {(width, shards)}")
+    # what the worker role may not do: the owner's writes, a client's call,
+    # a superuser's setting (once the library is loaded: before, SET only
+    # makes a placeholder, which loading the library discards)
+    with psycopg.connect(dbname=DBNAME, user=WORKER_ROLE, password=ROLE_PASSWORDS[WORKER_ROLE],
+                         autocommit=True) as c:
+        c.execute("SELECT workflow.my_organizations()")
+        for sql in ("UPDATE workflow.job_queue SET leased_until = now()",
+                    "SELECT workflow.cancel_job(workflow.uuid_v7())",
+                    "SELECT workflow.start_run('{}')",
+                    "SET workflow.counter_shards = 2"):
+            try:
+                c.execute(sql)
+            except psycopg.errors.InsufficientPrivilege:
+                continue
+            raise SystemExit(f"{WORKER_ROLE} was allowed: {sql}")
+
+
+def check_all_foreign():
+    """At the end: every job of organization B QUEUED and never claimed,
+    every run of it RUNNING."""
+    with psycopg.connect(dbname=DBNAME, autocommit=True) as c:
+        runs, jobs, touched = c.execute(
+            "SELECT (SELECT count(*) FROM workflow.workflow_runs WHERE organization_id = %s),"
+            " count(*), count(*) FILTER (WHERE status <> 'QUEUED' OR attempt <> 0"
+            "  OR worker_id IS NOT NULL OR lease_token IS NOT NULL)"
+            " FROM workflow.job_queue WHERE organization_id = %s", (ORG_B, ORG_B)).fetchone()
+        live = c.execute("SELECT count(*) FROM workflow.workflow_runs WHERE organization_id = %s"
+                         " AND status = 'RUNNING'", (ORG_B,)).fetchone()[0]
+    return runs, jobs, touched, live
 
 
 def main():
@@ -1796,6 +2077,14 @@ def main():
             total.update(b.stats)
             passed += b.passed
             failed += b.failed
+        runs, jobs, touched, live = check_all_foreign()
+        if touched or live != runs or runs != h.foreign_runs:
+            failed += 1
+            print(f"not ok - organization B: {runs} runs ({live} RUNNING, {h.foreign_runs}"
+                  f" started), {touched} of its {jobs} jobs touched")
+        else:
+            print(f"ok - organization B: all {jobs} jobs of its {runs} runs QUEUED and never"
+                  f" claimed")
         with psycopg.connect(dbname=DBNAME, autocommit=True) as c:
             rows = c.execute("SELECT * FROM workflow.verify()").fetchall()
             nruns = c.execute("SELECT count(*) FROM workflow.workflow_runs").fetchone()[0]
@@ -1820,6 +2109,13 @@ def main():
               f" {total['repeats']} identical or conflicting repeats, {total['stale_calls']}"
               f" stale-token calls, {total['reaped']} jobs reaped, {total['release_conflicts']}"
               f" release_conflict retries, {total['deadlocks']} deadlocks")
+        print(f"# tenants: engine calls as {WORKER_ROLE} and {CLIENT_ROLE} (organization A),"
+              f" {total['foreign_runs']} runs of organization B started by the superuser"
+              f" ({total['foreign_jobs']} jobs of the examples' own job types, queued ahead of"
+              f" theirs), {total['foreign_probes']} tenant calls on them that had to find them"
+              f" missing,"
+              f" {total['foreign_checks']} checks that they stayed untouched,"
+              f" {total['foreign_claims']} claimed")
         print(f"# checks: {total['exact_checks']} runs checked exactly against the lockstep"
               f" model ({total['lockstep_checks']} lockstep comparisons),"
               f" {total['full_checks']} concurrent runs against the reference model,"
