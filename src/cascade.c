@@ -17,7 +17,8 @@
  *	3. the per-run counter changes, applied last (status.c).
  *
  * The caller holds its job rows and its own step rows already, so this is
- * the lock order (README.md, "Locks").  Work is proportional to the edges touched.
+ * the lock order (docs/reference.md, section 12).  Work is proportional to
+ * the edges touched.
  *
  *-------------------------------------------------------------------------
  */

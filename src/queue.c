@@ -57,6 +57,7 @@ static Datum FailJobs(PG_FUNCTION_ARGS);
 #define WF_MAX_CLAIM_BATCH	1000
 #define WF_MAX_BATCH		10000	/* ids per complete_jobs or fail_jobs call */
 #define WF_REAP_BATCH		100
+#define WF_REAP_PAGES		10
 
 /* What a worker-facing call needs to know about a job it names. */
 typedef struct JobState
@@ -983,32 +984,65 @@ CancelJob(PG_FUNCTION_ARGS)
 /* --- lease expiry --- */
 
 /*
- * workflow_reap_expired expires up to WF_REAP_BATCH leases that ran out:
- * back to QUEUED, or FAILED on the last attempt.  It first reads the
- * candidates without locking them, tries each run's release lock (shared,
- * ascending run id) and skips busy runs, then locks only the jobs it will
- * expire, SKIP LOCKED and with the expiry re-checked.  So it never waits,
- * and it holds no row of a run it skipped.  Skipped runs are picked up by a
- * later call.
+ * reap_expired expires up to WF_REAP_BATCH leases that ran out: back to
+ * QUEUED, or FAILED on the last attempt.  It reads a page of candidates
+ * without locking them, tries each run's release lock (shared, ascending
+ * run id) and skips busy runs, then locks only the jobs it will expire,
+ * SKIP LOCKED and with the expiry re-checked.  So it never waits, and it
+ * holds no row of a run it skipped.  Skipped runs are picked up by a later
+ * call.
  */
-static Datum
-ReapExpired(PG_FUNCTION_ARGS)
+
+/*
+ * ReapCandidates reads up to WF_REAP_BATCH expired leases after the id
+ * "after" (all when NULL), in id order, of the caller's organizations when
+ * it is confined.  Nothing is locked yet.
+ */
+static uint64
+ReapCandidates(const pg_uuid_t *after)
 {
-	static SPIPlanPtr candidates_plan = NULL;
-	static const char *candidates_sql =
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
 		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
 		" WHERE j.status" OP("=") "'RUNNING'"
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
+		" AND ($2::pg_catalog.uuid IS NULL OR j.id" OP(">") "$2)"
 		" ORDER BY j.id LIMIT $1";
-	static const Oid candidates_types[1] = {INT4OID};
+	static const Oid types[2] = {INT4OID, UUIDOID};
 	static SPIPlanPtr confined_plan = NULL;
 	static const char *confined_sql =
 		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
 		" WHERE j.status" OP("=") "'RUNNING'"
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
-		" AND j.organization_id" OP("=") "ANY ($2)"
+		" AND ($2::pg_catalog.uuid IS NULL OR j.id" OP(">") "$2)"
+		" AND j.organization_id" OP("=") "ANY ($3)"
 		" ORDER BY j.id LIMIT $1";
-	static const Oid confined_types[2] = {INT4OID, UUIDARRAYOID};
+	static const Oid confined_types[3] = {INT4OID, UUIDOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		unconfined;
+
+	values[0] = Int32GetDatum(WF_REAP_BATCH);
+	values[1] = after ? UUIDPGetDatum(after) : (Datum) 0;
+	nulls[1] = after ? ' ' : 'n';
+	values[2] = WfCallOrganizationsArray(&unconfined);
+	if (unconfined)
+		WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+	else
+		WfExecute(&confined_plan, confined_sql, 3, confined_types, values,
+				  nulls, false, 0);
+	return SPI_processed;
+}
+
+/*
+ * ReapPage expires the expired leases among one page of candidates whose
+ * runs' release locks it gets (tried once each, in ascending run id) and
+ * whose rows nobody holds.  Returns how many it expired, and the page's
+ * last id in *last.
+ */
+static int
+ReapPage(const pg_uuid_t *after, pg_uuid_t *last, uint64 *ncandidates)
+{
 	static SPIPlanPtr expire_plan = NULL;
 	static const char *expire_sql =
 		"WITH c AS (SELECT j.id FROM workflow.job_queue j"
@@ -1029,9 +1063,8 @@ ReapExpired(PG_FUNCTION_ARGS)
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM c WHERE j.id" OP("=") "c.id";
 	static const Oid expire_types[1] = {UUIDARRAYOID};
-	Datum		values[2];
-	bool		unconfined;
-	uint64		n;
+	Datum		values[1];
+	uint64		n = ReapCandidates(after);
 	pg_uuid_t  *ids;
 	pg_uuid_t  *runs;
 	bool	   *has_run;
@@ -1040,27 +1073,10 @@ ReapExpired(PG_FUNCTION_ARGS)
 	pg_uuid_t  *sorted_runs;
 	int			nruns = 0;
 	bool	   *run_ok;
-	int			expired = 0;
 
-	WfRequireReadCommitted();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	/* a tenant role expires only its organizations' leases */
-	values[0] = Int32GetDatum(WF_REAP_BATCH);
-	values[1] = WfCallOrganizationsArray(&unconfined);
-	if (unconfined)
-		WfExecute(&candidates_plan, candidates_sql, 1, candidates_types,
-				  values, NULL, false, 0);
-	else
-		WfExecute(&confined_plan, confined_sql, 2, confined_types, values,
-				  NULL, false, 0);
-	n = SPI_processed;
+	*ncandidates = n;
 	if (n == 0)
-	{
-		SPI_finish();
-		PG_RETURN_INT32(0);
-	}
+		return 0;
 	ids = palloc(sizeof(pg_uuid_t) * n);
 	runs = palloc(sizeof(pg_uuid_t) * n);
 	has_run = palloc(sizeof(bool) * n);
@@ -1072,6 +1088,7 @@ ReapExpired(PG_FUNCTION_ARGS)
 		if (has_run[i])
 			sorted_runs[nruns++] = runs[i];
 	}
+	*last = ids[n - 1];
 
 	/* try each run's release lock once, in ascending run id */
 	qsort(sorted_runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
@@ -1097,13 +1114,38 @@ ReapExpired(PG_FUNCTION_ARGS)
 		}
 		chosen[nchosen++] = UUIDPGetDatum(&ids[i]);
 	}
+	if (nchosen == 0)
+		return 0;
+	values[0] = WfArray(chosen, NULL, nchosen, UUIDOID);
+	WfExecute(&expire_plan, expire_sql, 1, expire_types, values, NULL,
+			  false, 0);
+	return (int) SPI_processed;
+}
 
-	if (nchosen > 0)
+/*
+ * ReapExpired expires one page of leases that ran out.  A page whose
+ * leases all belong to busy runs (or rows someone holds) does not end the
+ * call: it goes on to the next page, up to WF_REAP_PAGES pages, so that 0
+ * means no lease it could expire now is left among them.
+ */
+static Datum
+ReapExpired(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t	last;
+	bool		has_last = false;
+	uint64		n;
+	int			expired = 0;
+
+	WfRequireReadCommitted();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	for (int page = 0; page < WF_REAP_PAGES && expired == 0; page++)
 	{
-		values[0] = WfArray(chosen, NULL, nchosen, UUIDOID);
-		WfExecute(&expire_plan, expire_sql, 1, expire_types, values, NULL,
-				  false, 0);
-		expired = (int) SPI_processed;
+		CHECK_FOR_INTERRUPTS();
+		expired = ReapPage(has_last ? &last : NULL, &last, &n);
+		has_last = n > 0;
+		if (n < WF_REAP_BATCH)
+			break;
 	}
 	SPI_finish();
 	PG_RETURN_INT32(expired);
