@@ -633,7 +633,7 @@ class Bench:
                 available=lambda: self.queued(db, jt),
                 fill=lambda n: self.fill_plain(db, jt, n),
                 guess=ref(c), margin=4 * c)
-        # the same with VACUUM on a schedule (README.md), at the client count
+        # the same with VACUUM on a schedule (docs/reference.md, section 13), at the client count
         jt = "bench.plain_vacuum"
         self.timed_queue(
             db, "queue.single_vacuum",

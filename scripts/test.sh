@@ -19,6 +19,15 @@
 #              and are not run
 #   bench      bench/run.sh --smoke, when run.sh knows that option; it gets no
 #              cluster from here and must bring its own
+#   regress-cassert, isolation-cassert: sql/*.sql and specs/*.spec again
+#              against an assert-enabled PostgreSQL 15 (--enable-cassert
+#              --enable-debug) that scripts/cassert-pg.sh builds once from
+#              Debian's source package into /var/cache/workflow; the
+#              extension is built in its own copy of the tree and installed
+#              there, and the suites run in a throwaway cluster made with that
+#              build's initdb and pg_ctl. A server crash (a failed Assert) is a
+#              failure; a failed build of that server counts as one failure
+#              ("cassert")
 #
 # initdb refuses root, so the suites run as the postgres user in a copy of the
 # tree that postgres owns; clusters come from Debian's pg_virtualenv, which
@@ -33,7 +42,12 @@
 # failure. Exit status is 0 only when nothing failed and something passed.
 #
 # Environment: WORKFLOW_TEST_TIMEOUT caps each suite command in seconds
-# (default 1800); WORKFLOW_TEST_KEEP=1 keeps the working copy.
+# (default 1800); WORKFLOW_TEST_KEEP=1 keeps the working copy;
+# WORKFLOW_TEST_STAGES=cassert runs only the packages step and the
+# assert-enabled stage (no build or make install against the system's
+# PostgreSQL, none of the other suites); the default, "all", runs everything.
+# WORKFLOW_CASSERT_PREFIX moves the assert-enabled build's cache (default
+# /var/cache/workflow/postgresql-15-cassert).
 
 set -u
 
@@ -44,6 +58,9 @@ TIMEOUT=${WORKFLOW_TEST_TIMEOUT:-1800}
 # Forces counter shards on every run with two steps side by side.
 SHARDED_OPTIONS="-c workflow.counter_shard_min_width=2 -c workflow.counter_shards=3"
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The assert-enabled build (scripts/cassert-pg.sh).
+CASSERT_PREFIX=${WORKFLOW_CASSERT_PREFIX:-/var/cache/workflow/postgresql-$PG_MAJOR-cassert}
+STAGES=${WORKFLOW_TEST_STAGES:-all}
 
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
 export DEBIAN_FRONTEND=noninteractive
@@ -164,6 +181,15 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGSERVICE \
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
+case $STAGES in
+all) RUN_MAIN=1 ;;
+cassert) RUN_MAIN=0 ;;
+*)
+	echo "WORKFLOW_TEST_STAGES=$STAGES: expected all or cassert"
+	exit 2
+	;;
+esac
+
 PASSED=0
 FAILED=0
 SUITES=()
@@ -229,7 +255,13 @@ as_root() {
 }
 
 WORK=
+CASSERT_DATA=
 cleanup() {
+	# An assert-enabled cluster left running by an interrupted run.
+	if [ -n "$CASSERT_DATA" ] && [ -f "$CASSERT_DATA/postmaster.pid" ]; then
+		as_pg "$CASSERT_PREFIX/bin/pg_ctl" -D "$CASSERT_DATA" -m immediate -w stop \
+			</dev/null >/dev/null 2>&1
+	fi
 	if [ -n "$WORK" ] && [ -d "$WORK" ] && [ "${WORKFLOW_TEST_KEEP:-}" != 1 ]; then
 		rm -rf "$WORK"
 	fi
@@ -279,46 +311,52 @@ mkdir -p "$LOGS" "$TREE"
 
 # ---- build -----------------------------------------------------------------
 
-header "build (make WERROR=-Werror, make install)"
-BUILD_OK=1
+BUILD_OK=0
 INSTALL_NOTE=
-make PG_CONFIG="$PG_CONFIG" clean >/dev/null 2>&1 </dev/null
-make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" WERROR=-Werror </dev/null 2>&1 | tee "$LOGS/build.log"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -ne 0 ]; then
-	echo "build failed (make exited $rc); errors and warnings:"
-	grep -E '(error|warning|note):|undefined reference|\*\*\* ' "$LOGS/build.log" | head -n 100
-	BUILD_OK=0
-else
-	if [ "$IS_ROOT" = 1 ] || [ -w "$($PG_CONFIG --pkglibdir)" ]; then
-		make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
-		rc=$?
-	elif [ "${#SUDO[@]}" -gt 0 ]; then
-		"${SUDO[@]}" make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
-		rc=$?
-	else
-		rc=skipped
-		INSTALL_NOTE="make install skipped (not root, no password-less sudo): the suites ran against the extension already installed"
-		echo "WARNING: $INSTALL_NOTE"
-	fi
-	if [ "$rc" = skipped ]; then
-		:
-	elif [ "$rc" -ne 0 ]; then
-		cat "$LOGS/install.log"
-		echo "make install failed (exit $rc)"
+if [ "$RUN_MAIN" = 1 ]; then
+	header "build (make WERROR=-Werror, make install)"
+	BUILD_OK=1
+	make PG_CONFIG="$PG_CONFIG" clean >/dev/null 2>&1 </dev/null
+	make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" WERROR=-Werror </dev/null 2>&1 | tee "$LOGS/build.log"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -ne 0 ]; then
+		echo "build failed (make exited $rc); errors and warnings:"
+		grep -E '(error|warning|note):|undefined reference|\*\*\* ' "$LOGS/build.log" | head -n 100
 		BUILD_OK=0
 	else
-		echo "built and installed into $($PG_CONFIG --pkglibdir)"
+		if [ "$IS_ROOT" = 1 ] || [ -w "$($PG_CONFIG --pkglibdir)" ]; then
+			make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
+			rc=$?
+		elif [ "${#SUDO[@]}" -gt 0 ]; then
+			"${SUDO[@]}" make PG_CONFIG="$PG_CONFIG" install </dev/null >"$LOGS/install.log" 2>&1
+			rc=$?
+		else
+			rc=skipped
+			INSTALL_NOTE="make install skipped (not root, no password-less sudo): the suites ran against the extension already installed"
+			echo "WARNING: $INSTALL_NOTE"
+		fi
+		if [ "$rc" = skipped ]; then
+			:
+		elif [ "$rc" -ne 0 ]; then
+			cat "$LOGS/install.log"
+			echo "make install failed (exit $rc)"
+			BUILD_OK=0
+		else
+			echo "built and installed into $($PG_CONFIG --pkglibdir)"
+		fi
 	fi
-fi
-if [ "$BUILD_OK" = 1 ]; then
-	# A clean build is a precondition, not a test: it adds nothing to
-	# "passed", so that a run with no tests still fails.
-	SUITES+=("$(printf '%-10s %8s' build ok)")
-	echo "-> build: ok"
+	if [ "$BUILD_OK" = 1 ]; then
+		# A clean build is a precondition, not a test: it adds nothing to
+		# "passed", so that a run with no tests still fails.
+		SUITES+=("$(printf '%-10s %8s' build ok)")
+		echo "-> build: ok"
+	else
+		record build 0 1
+		echo "suites skipped: nothing to test without a build"
+	fi
 else
-	record build 0 1
-	echo "suites skipped: nothing to test without a build"
+	echo
+	echo "WORKFLOW_TEST_STAGES=$STAGES: no build or install against $PG_CONFIG, only the assert-enabled stage"
 fi
 
 # ---- working copy owned by postgres ----------------------------------------
@@ -360,6 +398,216 @@ if [ "$BUILD_OK" = 1 ]; then
 	else
 		echo "no sql/*.sql or specs/*.spec"
 	fi
+fi
+
+# ---- pg_regress + isolation against an assert-enabled PostgreSQL ----------
+
+# The suite's share of the server log (from byte FROM on) shows a crashed
+# backend or postmaster: a failed Assert (TRAP), a signal, a PANIC.
+cassert_crashed() {
+	tail -c +"$(($2 + 1))" "$1" 2>/dev/null |
+		grep -E 'TRAP: |terminated by signal|PANIC: |terminating any other active server processes' |
+		head -n 20
+}
+
+# Prints a free port: nothing listens on it and no socket file holds it.
+cassert_free_port() {
+	local port=$((20000 + $$ % 20000)) _
+	for _ in $(seq 1 200); do
+		port=$((port + 1))
+		[ "$port" -gt 60000 ] && port=20001
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+			[ ! -e "/tmp/.s.PGSQL.$port" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$port" ]; then
+			echo "$port"
+			return 0
+		fi
+	done
+	return 1
+}
+
+cassert_stage() {
+	local start pgc cbin ctree cdir sock port log rc p f before crashed suite note
+	start=$(date +%s)
+	header "pg_regress + isolation against assert-enabled PostgreSQL $PG_MAJOR (cassert)"
+	if ! compgen -G "$ROOT/sql/*.sql" >/dev/null && ! compgen -G "$ROOT/specs/*.spec" >/dev/null; then
+		echo "no sql/*.sql or specs/*.spec"
+		return 0
+	fi
+
+	# One user of the cache at a time: it holds this run's extension.
+	as_root mkdir -p "$(dirname "$CASSERT_PREFIX")" 2>/dev/null
+	{ exec 9>>"$CASSERT_PREFIX.lock"; } 2>/dev/null || exec 9>/dev/null
+	if ! flock -n 9 2>/dev/null; then
+		echo "waiting for another run using $CASSERT_PREFIX"
+		flock 9 2>/dev/null
+	fi
+
+	# The server itself, built once into the cache; its progress lines
+	# are shown as they come, the whole output is in the log.
+	echo "---- assert-enabled server (scripts/cassert-pg.sh)"
+	if [ "$IS_ROOT" = 1 ] || [ "${#SUDO[@]}" -gt 0 ]; then
+		set -- as_root
+	else
+		set --
+	fi
+	"$@" env WORKFLOW_CASSERT_PREFIX="$CASSERT_PREFIX" WORKFLOW_CASSERT_LOCKED=1 \
+		bash "$ROOT/scripts/cassert-pg.sh" </dev/null 2>&1 | tee "$LOGS/cassert-pg.log" |
+		grep --line-buffered '^cassert-pg: '
+	rc=${PIPESTATUS[0]}
+	pgc=$(tail -n 1 "$LOGS/cassert-pg.log")
+	if [ "$rc" -ne 0 ] || [ ! -x "$pgc" ]; then
+		tail -n 40 "$LOGS/cassert-pg.log"
+		echo "the assert-enabled server could not be built (exit $rc); log: .test/logs/cassert-pg.log"
+		record cassert 0 1
+		exec 9>&-
+		return 0
+	fi
+	cbin=$("$pgc" --bindir)
+
+	# The extension, in a copy of the tree of its own.
+	cdir=$WORK/cassert
+	ctree=$cdir/tree
+	mkdir -p "$ctree" "$cdir/sock"
+	tar -C "$ROOT" --exclude=./.git --exclude=./.test --exclude=./.demo \
+		--exclude=./results --exclude=./output_iso --exclude=./tmp_check \
+		--exclude=./tmp_check_iso --exclude=./log -cf - . | tar -C "$ctree" -xf -
+	echo "---- build against $pgc (make, make install)"
+	make -C "$ctree" PG_CONFIG="$pgc" clean </dev/null >/dev/null 2>&1
+	make -C "$ctree" -j"$(nproc)" PG_CONFIG="$pgc" </dev/null >"$LOGS/cassert-build.log" 2>&1
+	rc=$?
+	grep -E '(error|warning):' "$LOGS/cassert-build.log" | head -n 50
+	# make install writes only into the cache.
+	for p in "$("$pgc" --pkglibdir)" "$("$pgc" --sharedir)"; do
+		case $p in
+		"$CASSERT_PREFIX"/*) ;;
+		*)
+			echo "$pgc names $p, outside $CASSERT_PREFIX"
+			rc=1
+			;;
+		esac
+	done
+	if [ "$rc" -eq 0 ]; then
+		# No file of an earlier run's extension may stay behind.
+		as_root rm -rf "$("$pgc" --pkglibdir)/workflow.so" "$("$pgc" --pkglibdir)/bitcode/workflow" \
+			"$("$pgc" --pkglibdir)/bitcode/workflow.index.bc" </dev/null &&
+			as_root find "$("$pgc" --sharedir)/extension" -maxdepth 1 \
+				\( -name workflow.control -o -name 'workflow--*.sql' \) -delete </dev/null &&
+			as_root make -C "$ctree" PG_CONFIG="$pgc" install </dev/null >>"$LOGS/cassert-build.log" 2>&1
+		rc=$?
+	fi
+	if [ "$rc" -ne 0 ]; then
+		tail -n 40 "$LOGS/cassert-build.log"
+		echo "the extension did not build or install against the assert-enabled server (exit $rc)"
+		record cassert 0 1
+		exec 9>&-
+		return 0
+	fi
+	echo "built and installed into $("$pgc" --pkglibdir)"
+
+	# A throwaway cluster from the build's own initdb and pg_ctl.
+	[ "$IS_ROOT" = 1 ] && chmod 755 "$WORK" && chown -R postgres:postgres "$cdir"
+	CASSERT_DATA=$cdir/data
+	sock=$cdir/sock
+	log=$cdir/server.log
+	if ! port=$(cassert_free_port); then
+		echo "no free port"
+		record cassert 0 1
+		exec 9>&-
+		return 0
+	fi
+	echo "---- cluster in $CASSERT_DATA, port $port"
+	if ! as_pg "$cbin/initdb" -D "$CASSERT_DATA" -A trust --no-sync \
+		</dev/null >"$LOGS/cassert-initdb.log" 2>&1; then
+		cat "$LOGS/cassert-initdb.log"
+		echo "initdb failed"
+		record cassert 0 1
+		exec 9>&-
+		return 0
+	fi
+	as_pg tee -a "$CASSERT_DATA/postgresql.conf" >/dev/null <<-CONF
+		port = $port
+		listen_addresses = ''
+		unix_socket_directories = '$sock'
+		log_line_prefix = '%m [%p] %q%a '
+	CONF
+	if ! as_pg "$cbin/pg_ctl" -D "$CASSERT_DATA" -l "$log" -w -t 120 start </dev/null; then
+		tail -n 40 "$log"
+		echo "the assert-enabled server did not start"
+		record cassert 0 1
+		exec 9>&-
+		return 0
+	fi
+
+	for suite in regress-cassert isolation-cassert; do
+		case $suite in
+		regress-cassert)
+			compgen -G "$ctree/sql/*.sql" >/dev/null || continue
+			echo "---- pg_regress (sql/), assert-enabled server"
+			set -- ISOLATION= TAP_TESTS=
+			;;
+		isolation-cassert)
+			compgen -G "$ctree/specs/*.spec" >/dev/null || continue
+			echo "---- isolation (specs/), assert-enabled server"
+			set -- REGRESS= TAP_TESTS=
+			;;
+		esac
+		# After a crash in the suite before, the server may still be in
+		# recovery: one crash must not fail the next suite too.
+		for _ in $(seq 1 120); do
+			as_pg "$cbin/pg_isready" -q -h "$sock" -p "$port" </dev/null && break
+			sleep 1
+		done
+		before=$(stat -c %s "$log" 2>/dev/null || echo 0)
+		as_pg env PGHOST="$sock" PGPORT="$port" timeout "$TIMEOUT" \
+			make -C "$ctree" installcheck PG_CONFIG="$pgc" "$@" </dev/null 2>&1 |
+			tee "$LOGS/$suite.log"
+		rc=${PIPESTATUS[0]}
+		echo "$rc" >"$LOGS/$suite.rc"
+		case $suite in
+		regress-cassert)
+			[ -f "$ctree/regression.diffs" ] && cp "$ctree/regression.diffs" "$LOGS/$suite.diffs"
+			[ -d "$ctree/results" ] && cp -r "$ctree/results" "$LOGS/$suite.results"
+			;;
+		isolation-cassert)
+			[ -f "$ctree/output_iso/regression.diffs" ] && cp "$ctree/output_iso/regression.diffs" "$LOGS/$suite.diffs"
+			[ -d "$ctree/output_iso/results" ] && cp -r "$ctree/output_iso/results" "$LOGS/$suite.results"
+			;;
+		esac
+		read -r p f < <(count_pgregress "$LOGS/$suite.log")
+		note=
+		crashed=$(cassert_crashed "$log" "$before")
+		if ! as_pg "$cbin/pg_ctl" -D "$CASSERT_DATA" status </dev/null >/dev/null 2>&1; then
+			crashed="${crashed:+$crashed
+}the postmaster is gone"
+		fi
+		if [ -n "$crashed" ]; then
+			echo "$suite: the server crashed:"
+			echo "$crashed"
+			note=" (server crash)"
+			[ "$f" -eq 0 ] && f=1
+		fi
+		if [ "$rc" != 0 ] || [ -n "$crashed" ]; then
+			echo "$suite: make installcheck exited $rc$note"
+			show_file "$LOGS/$suite.diffs" 400
+			echo "---- the server log's last 60 lines ($log)"
+			tail -n 60 "$log"
+			[ "$f" -eq 0 ] && f=1
+		fi
+		record "$suite" "$p" "$f"
+	done
+	set --
+
+	as_pg "$cbin/pg_ctl" -D "$CASSERT_DATA" -m fast -w -t 60 stop </dev/null >/dev/null 2>&1 ||
+		as_pg "$cbin/pg_ctl" -D "$CASSERT_DATA" -m immediate -w stop </dev/null >/dev/null 2>&1
+	cp "$log" "$LOGS/cassert-server.log" 2>/dev/null
+	rm -rf "$CASSERT_DATA"
+	CASSERT_DATA=
+	exec 9>&-
+	echo "cassert stage: $(($(date +%s) - start)) s"
+}
+
+if [ "$RUN_MAIN" = 0 ] || [ "$BUILD_OK" = 1 ]; then
+	cassert_stage
 fi
 
 # ---- pgTAP -----------------------------------------------------------------

@@ -17,9 +17,10 @@
  *	3. the per-run counter changes, applied last (status.c).
  *
  * The caller holds its job rows and its own step rows already, so this is
- * the lock order (README.md, "Locks").  Work is proportional to the edges
- * touched.  Dependents change state in one place, UpdateDependentGroup:
- * released (ENQUEUED with a new job, or WAITING_FOR_EXTERNAL) or canceled.
+ * the lock order (docs/reference.md, section 12).  Work is proportional to
+ * the edges touched.  Dependents change state in one place,
+ * UpdateDependentGroup: released (ENQUEUED with a new job, or
+ * WAITING_FOR_EXTERNAL) or canceled.
  *
  * Collected steps are dropped with a rolled-back subtransaction and at the
  * end of the transaction, through the hooks this file registers with

@@ -4,7 +4,7 @@
  *	  The stable error codes of the workflow extension.
  *
  * Every error the extension raises begins its message with one of these
- * codes and carries the SQLSTATE of its class (see README.md, "Errors").
+ * codes and carries the SQLSTATE of its class (docs/reference.md, section 15).
  *
  *-------------------------------------------------------------------------
  */

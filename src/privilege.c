@@ -432,6 +432,7 @@ MembershipArgs(FunctionCallInfo fcinfo, Datum *values)
 {
 	Oid			role;
 
+	WfRequireReadCommitted();
 	if (WfCallConfined())
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_FORBIDDEN),

@@ -50,6 +50,7 @@ static Datum CancelJob(PG_FUNCTION_ARGS);
 static Datum ReapExpired(PG_FUNCTION_ARGS);
 
 #define WF_REAP_BATCH		100
+#define WF_REAP_PAGES		10
 
 static pg_uuid_t *ArgUuid(FunctionCallInfo fcinfo, int n, const char *name);
 static void CheckJobType(text *job_type);
@@ -57,11 +58,14 @@ static void FetchJob(const pg_uuid_t *job_id, bool lock, WfJobState *job);
 static void ConfineJob(const pg_uuid_t *job_id);
 static void LockJobIfLate(const pg_uuid_t *job_id);
 static int64 RetryDelayUs(int32 attempt);
-static uint64 ReadExpiredLeases(pg_uuid_t **ids, pg_uuid_t **runs,
-								bool **has_run);
+static uint64 ReapCandidates(const pg_uuid_t *after);
+static void ReadCandidates(uint64 n, pg_uuid_t **ids, pg_uuid_t **runs,
+						   bool **has_run);
 static int	ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
 						   const bool *has_run, Datum **chosen);
 static int	ExpireLeases(Datum *chosen, int nchosen);
+static int	ReapPage(const pg_uuid_t *after, pg_uuid_t *last,
+					 uint64 *ncandidates);
 
 /* --- argument helpers --- */
 
@@ -613,44 +617,63 @@ CancelJob(PG_FUNCTION_ARGS)
 /* --- lease expiry --- */
 
 /*
- * ReadExpiredLeases reads up to WF_REAP_BATCH running jobs whose lease ran
- * out, in ascending id, without locking them (for a tenant role only its
- * organizations' jobs), with the run of each.  Returns how many.
+ * reap_expired expires up to WF_REAP_BATCH leases that ran out: back to
+ * QUEUED, or FAILED on the last attempt.  It reads a page of candidates
+ * without locking them, tries each run's release lock (shared, ascending
+ * run id) and skips busy runs, then locks only the jobs it will expire,
+ * SKIP LOCKED and with the expiry re-checked.  So it never waits, and it
+ * holds no row of a run it skipped.  Skipped runs are picked up by a later
+ * call.
+ */
+
+/*
+ * ReapCandidates reads up to WF_REAP_BATCH expired leases after the id
+ * "after" (all when NULL), in id order, of the caller's organizations when
+ * it is confined.  Nothing is locked yet.
  */
 static uint64
-ReadExpiredLeases(pg_uuid_t **ids, pg_uuid_t **runs, bool **has_run)
+ReapCandidates(const pg_uuid_t *after)
 {
-	static SPIPlanPtr candidates_plan = NULL;
-	static const char *candidates_sql =
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
 		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
 		" WHERE j.status" OP("=") "'RUNNING'"
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
+		" AND ($2::pg_catalog.uuid IS NULL OR j.id" OP(">") "$2)"
 		" ORDER BY j.id LIMIT $1";
-	static const Oid candidates_types[1] = {INT4OID};
+	static const Oid types[2] = {INT4OID, UUIDOID};
 	static SPIPlanPtr confined_plan = NULL;
 	static const char *confined_sql =
 		"SELECT j.id, j.workflow_run_id FROM workflow.job_queue j"
 		" WHERE j.status" OP("=") "'RUNNING'"
 		" AND j.leased_until" OP("<") "pg_catalog.statement_timestamp()"
-		" AND j.organization_id" OP("=") "ANY ($2)"
+		" AND ($2::pg_catalog.uuid IS NULL OR j.id" OP(">") "$2)"
+		" AND j.organization_id" OP("=") "ANY ($3)"
 		" ORDER BY j.id LIMIT $1";
-	static const Oid confined_types[2] = {INT4OID, UUIDARRAYOID};
-	Datum		values[2];
+	static const Oid confined_types[3] = {INT4OID, UUIDOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
 	bool		unconfined;
-	uint64		n;
 
-	/* a tenant role expires only its organizations' leases */
 	values[0] = Int32GetDatum(WF_REAP_BATCH);
-	values[1] = WfCallOrganizationsArray(&unconfined);
+	values[1] = after ? UUIDPGetDatum(after) : (Datum) 0;
+	nulls[1] = after ? ' ' : 'n';
+	values[2] = WfCallOrganizationsArray(&unconfined);
 	if (unconfined)
-		WfExecute(&candidates_plan, candidates_sql, 1, candidates_types,
-				  values, NULL, false, 0);
+		WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
 	else
-		WfExecute(&confined_plan, confined_sql, 2, confined_types, values,
-				  NULL, false, 0);
-	n = SPI_processed;
-	if (n == 0)
-		return 0;
+		WfExecute(&confined_plan, confined_sql, 3, confined_types, values,
+				  nulls, false, 0);
+	return SPI_processed;
+}
+
+/*
+ * ReadCandidates copies the ids and runs of the n candidates that
+ * ReapCandidates left in SPI_tuptable.
+ */
+static void
+ReadCandidates(uint64 n, pg_uuid_t **ids, pg_uuid_t **runs, bool **has_run)
+{
 	*ids = palloc(sizeof(pg_uuid_t) * n);
 	*runs = palloc(sizeof(pg_uuid_t) * n);
 	*has_run = palloc(sizeof(bool) * n);
@@ -659,7 +682,6 @@ ReadExpiredLeases(pg_uuid_t **ids, pg_uuid_t **runs, bool **has_run)
 		WfResultUuid(i, 1, &(*ids)[i]);
 		(*has_run)[i] = WfResultUuid(i, 2, &(*runs)[i]);
 	}
-	return n;
 }
 
 /*
@@ -743,38 +765,57 @@ ExpireLeases(Datum *chosen, int nchosen)
 }
 
 /*
- * workflow_reap_expired expires up to WF_REAP_BATCH leases that ran out:
- * back to QUEUED, or FAILED on the last attempt.  It first reads the
- * candidates without locking them, tries each run's release lock (shared,
- * ascending run id) and skips busy runs, then locks only the jobs it will
- * expire, SKIP LOCKED and with the expiry re-checked.  So it never waits,
- * and it holds no row of a run it skipped.  Skipped runs are picked up by a
- * later call.
+ * ReapPage expires the expired leases among one page of candidates whose
+ * runs' release locks it gets (tried once each, in ascending run id) and
+ * whose rows nobody holds.  Returns how many it expired, and the page's
+ * last id in *last.
  */
-static Datum
-ReapExpired(PG_FUNCTION_ARGS)
+static int
+ReapPage(const pg_uuid_t *after, pg_uuid_t *last, uint64 *ncandidates)
 {
-	uint64		n;
+	uint64		n = ReapCandidates(after);
 	pg_uuid_t  *ids;
 	pg_uuid_t  *runs;
 	bool	   *has_run;
 	Datum	   *chosen;
 	int			nchosen;
+
+	*ncandidates = n;
+	if (n == 0)
+		return 0;
+	ReadCandidates(n, &ids, &runs, &has_run);
+	*last = ids[n - 1];
+	nchosen = ChooseReapable(n, ids, runs, has_run, &chosen);
+	if (nchosen == 0)
+		return 0;
+	return ExpireLeases(chosen, nchosen);
+}
+
+/*
+ * ReapExpired expires one page of leases that ran out.  A page whose
+ * leases all belong to busy runs (or rows someone holds) does not end the
+ * call: it goes on to the next page, up to WF_REAP_PAGES pages, so that 0
+ * means no lease it could expire now is left among them.
+ */
+static Datum
+ReapExpired(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t	last;
+	bool		has_last = false;
+	uint64		n;
 	int			expired = 0;
 
 	WfRequireReadCommitted();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-
-	n = ReadExpiredLeases(&ids, &runs, &has_run);
-	if (n == 0)
+	for (int page = 0; page < WF_REAP_PAGES && expired == 0; page++)
 	{
-		SPI_finish();
-		PG_RETURN_INT32(0);
+		CHECK_FOR_INTERRUPTS();
+		expired = ReapPage(has_last ? &last : NULL, &last, &n);
+		has_last = n > 0;
+		if (n < WF_REAP_BATCH)
+			break;
 	}
-	nchosen = ChooseReapable(n, ids, runs, has_run, &chosen);
-	if (nchosen > 0)
-		expired = ExpireLeases(chosen, nchosen);
 	SPI_finish();
 	PG_RETURN_INT32(expired);
 }

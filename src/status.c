@@ -201,7 +201,7 @@ WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
 
 /*
  * WfComputeRunStatus derives a live run's status from its counters (see
- * README.md, "The model"): work in progress first, then waiting for the
+ * docs/reference.md, section 4): work in progress first, then waiting for the
  * outside world, then steps still blocked, then the outcome.
  */
 const char *

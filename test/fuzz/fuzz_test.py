@@ -12,7 +12,7 @@ as a uuid or a label, and the workflow.* bounds lowered and raised to the
 largest values their settings accept.
 
 Every call must either succeed or raise an error whose message starts with a
-code from the DESIGN.md Errors table and whose SQLSTATE is that code's class:
+code from the error table of docs/reference.md and whose SQLSTATE is that code's class:
 never workflow.internal_state (XX000), never another SQLSTATE, never a
 dropped connection (the test reconnects and goes on).  A failed call must
 write nothing: row counts and an md5 of the rows of workflow_runs,
@@ -89,7 +89,7 @@ START = time.time()
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
-# The Errors table of DESIGN.md: code -> SQLSTATE of its class.
+# The error table of docs/reference.md: code -> SQLSTATE of its class.
 CODES = {
     "workflow.invalid_definition": "22023",
     "workflow.external_completion_invalid_status": "22023",
@@ -935,6 +935,10 @@ def model_reap(s, a):
     return Expect("ok", post)
 
 
+# The most ids one complete_jobs or fail_jobs call takes (docs/reference.md, section 9).
+MAX_BATCH_IDS = 10000
+
+
 def model_batch(fn, s, a):
     if fn == "complete_jobs":
         ids, tokens, outputs = a
@@ -960,6 +964,8 @@ def model_batch(fn, s, a):
         return Expect(IA, why="NULL error code")
     if outputs is not None and any(o is not None and too_big(s, o) for o in outputs[0]):
         return Expect(IA, why="output too big")
+    if n > MAX_BATCH_IDS:
+        return Expect(IA, why="more ids than a batch call takes")
     if n == 0:
         return Expect("ok", lambda out: None if out.rows == [] else "rows %r" % out.rows)
     if len(set(ids[0])) != n:

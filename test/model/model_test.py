@@ -83,7 +83,7 @@ worker or lease, and its runs RUNNING.
 Workers treat SQLSTATE 40001 workflow.release_conflict as "retry the call",
 40001 job.lease_lost and 55000 job.canceled as "drop the job" where they are
 legitimate, and count any 40P01 deadlock, any other error and any call that
-does not behave as DESIGN.md says as a failure of the example.  Every run
+does not behave as docs/reference.md says as a failure of the example.  Every run
 ends with workflow.verify(run) returning nothing, and the whole database
 with workflow.verify() at the end.  The rows of passed examples are deleted
 once more than KEEP_STEPS steps are kept, so that the database, and with it
@@ -469,7 +469,7 @@ def predict(dag, canceled=frozenset()):
 
 
 def run_status_of(statuses, canceled=False):
-    """DESIGN.md's rule, from step statuses."""
+    """the rule of docs/reference.md, section 4, from step statuses."""
     if canceled:
         return "CANCELED"
     if any(s in ("ENQUEUED", "RUNNING") for s in statuses):

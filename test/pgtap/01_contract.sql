@@ -1,5 +1,5 @@
--- 01_contract.sql: the shape of the public contract (DESIGN.md "Data model",
--- "Queue API", "Workflow API", "Security", "Privileges and tenants"): enum
+-- 01_contract.sql: the shape of the public contract (docs/reference.md,
+-- sections 3 to 7): enum
 -- labels in order, tables and their column types, API signatures, argument
 -- names and defaults, return types and languages, no STRICT function,
 -- pg_extension_config_dump registration, the indexes the schema rules

@@ -1,4 +1,4 @@
--- 02_security.sql: DESIGN.md "Security": pinned search_path, no unneeded
+-- 02_security.sql: docs/reference.md: pinned search_path, no unneeded
 -- SECURITY DEFINER, schema ownership, and a search_path attack: look-alike
 -- functions, operators and tables planted in public and pg_temp must not
 -- change what the API does.
@@ -437,8 +437,8 @@ SELECT is(wf_tap.r('planted_rows'), '0',
     'no row landed in any look-alike table in public or pg_temp');
 
 -- ---------------------------------------------------------------------------
--- Installation into a schema someone else owns must fail (DESIGN.md
--- "Security": "installation fails if someone else owns it").
+-- Installation into a schema someone else owns must fail (docs/reference.md,
+-- section 2).
 
 DROP TABLE wf_tap.claimed, wf_tap.ext_result;
 DROP EXTENSION workflow;

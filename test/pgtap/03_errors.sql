@@ -1,4 +1,4 @@
--- 03_errors.sql: DESIGN.md "Errors": every code is raised with the SQLSTATE
+-- 03_errors.sql: docs/reference.md: every code is raised with the SQLSTATE
 -- of its class and a message that begins with the code.  Each check runs the
 -- call through wf_tap.err(), which returns 'ok' or
 -- "<SQLSTATE> <text before the first colon of the message>".

@@ -1,4 +1,4 @@
--- 06_privileges.sql: DESIGN.md "Privileges and tenants": the four NOLOGIN
+-- 06_privileges.sql: docs/reference.md: the four NOLOGIN
 -- roles and their memberships, USAGE on schema workflow, EXECUTE on every
 -- function per role and never for PUBLIC, SELECT on the tables for readers
 -- only, no SECURITY DEFINER, row-level security enabled and forced with one

@@ -1,5 +1,5 @@
 -- 07_security_roles.sql: the search_path attack of 02_security.sql, made by
--- the roles of DESIGN.md "Privileges and tenants".  Engine statements run
+-- the roles of docs/reference.md.  Engine statements run
 -- as the extension's owner since 1.3, so a look-alike the engine picked up
 -- would run with the owner's rights: functions, operators, aggregates and
 -- types planted in public, and tables planted in pg_temp, by a role that

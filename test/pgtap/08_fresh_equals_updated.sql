@@ -1,4 +1,4 @@
--- 08_fresh_equals_updated.sql: DESIGN.md "Wave 2 contract": a fresh install
+-- 08_fresh_equals_updated.sql: docs/reference.md: a fresh install
 -- and an updated old install end identical.  This database gets CREATE
 -- EXTENSION workflow (the default version); a second one, made here, gets
 -- CREATE EXTENSION workflow VERSION '1.0' and then ALTER EXTENSION workflow
