@@ -12,18 +12,21 @@
  *	- the depth of batch deferral, which makes the statement trigger leave
  *	  finished steps to the batch call that runs the statement;
  *	- the note that this transaction holds late locks (run rows, or a run's
- *	  release lock exclusive), after which the engine never waits;
+ *	  release lock exclusive), after which the engine's waits become NOWAIT
+ *	  or a try-lock;
  *	- the memory where collected steps and counter changes wait for the end
  *	  of the statement.
+ *
+ * It also refuses isolation levels above READ COMMITTED.
  *
  * Modules that collect work within a transaction (status.c, cascade.c,
  * triggers.c) register hooks here from _PG_init, as PostgreSQL's xact.c
  * calls each module's callbacks: before commit each says whether it still
  * holds work it never processed, which fails the commit; at the end of the
  * transaction each forgets its state; when a subtransaction aborts each
- * drops what was collected inside it.  This file calls no module but
- * through those hooks, so nothing calls back into the module that called
- * it.
+ * drops what was collected inside it.  Besides spi_util.c, this file
+ * reaches other modules only through those hooks, so no module calls back
+ * into one that called it.
  *
  * The two depths are restored on every error exit by their callers
  * (PG_FINALLY); the callbacks only clear them for the next transaction.
