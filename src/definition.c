@@ -567,7 +567,7 @@ ResolveDependencies(WfDefinition *def, HTAB *keys)
 	memset(last_seen, 0, sizeof(int) * def->nsteps);
 	for (int s = 0; s < def->nsteps; s++)
 	{
-		WfStepDef    *step = &def->steps[s];
+		WfStepDef  *step = &def->steps[s];
 
 		for (int e = step->first_edge; e < step->first_edge + step->nedges; e++)
 		{
