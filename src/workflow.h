@@ -178,6 +178,29 @@ extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
+/* privilege.c: version check, owner switch, tenant confinement */
+#define WF_SQL_VERSION "1.3"
+
+typedef struct WfCall
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	Oid			saved_caller;
+	int			saved_norgs;
+	pg_uuid_t  *saved_orgs;
+} WfCall;
+
+extern void WfPrivilegeInit(void);
+extern void WfCheckVersion(void);
+extern void WfBeginCall(WfCall *call);
+extern void WfEndCall(const WfCall *call);
+extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
+extern bool WfCallConfined(void);
+extern int	WfCallOrganizationCount(void);
+extern bool WfCallSeesOrganization(const pg_uuid_t *org);
+extern const pg_uuid_t *WfCallOrganization(const pg_uuid_t *given);
+extern Datum WfCallOrganizationsArray(bool *isnull);
+
 /* xact_state.c: transaction and statement state, end-of-transaction hooks */
 
 /*
@@ -207,29 +230,6 @@ extern void WfDeferRestore(int depth);
 extern void WfNoteLateLocks(void);
 extern bool WfHoldsLateLocks(void);
 extern MemoryContext WfPendingContext(void);
-
-/* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.3"
-
-typedef struct WfCall
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	Oid			saved_caller;
-	int			saved_norgs;
-	pg_uuid_t  *saved_orgs;
-} WfCall;
-
-extern void WfPrivilegeInit(void);
-extern void WfCheckVersion(void);
-extern void WfBeginCall(WfCall *call);
-extern void WfEndCall(const WfCall *call);
-extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
-extern bool WfCallConfined(void);
-extern int	WfCallOrganizationCount(void);
-extern bool WfCallSeesOrganization(const pg_uuid_t *org);
-extern const pg_uuid_t *WfCallOrganization(const pg_uuid_t *given);
-extern Datum WfCallOrganizationsArray(bool *isnull);
 
 /* spi_util.c: cached plans and SPI value helpers */
 extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
