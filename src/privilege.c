@@ -3,14 +3,15 @@
  * privilege.c
  *	  Who calls, and with whose rights the engine runs.
  *
- * Every SQL-callable function of the engine begins with WfBeginCall and
- * ends with WfEndCall.  WfBeginCall checks, once per backend, that the SQL
- * objects are of the version this library was built for; finds out
- * whether the caller is a tenant role and, if so, its organizations; and
- * switches the current user to the extension's owner, the way
- * ri_triggers.c does, so that a caller needs only EXECUTE and the engine's
- * statements run with the owner's rights.  Errors need no cleanup: an
- * aborted (sub)transaction restores the user itself.
+ * Every SQL-callable function of the engine runs its body through
+ * WfCallAsOwner, which checks, once per backend, that the SQL objects are
+ * of the version this library was built for; finds out whether the caller
+ * is a tenant role and, if so, its organizations; and switches the current
+ * user to the extension's owner, the way ri_triggers.c does, so that a
+ * caller needs only EXECUTE and the engine's statements run with the
+ * owner's rights.  On the way out, an error included, it puts back the
+ * user and the confinement of the call it was nested in: a caught error in
+ * a nested call must not leave the outer call unconfined.
  *
  * A tenant role is a role that is a member of a role granted an
  * organization in workflow.organization_members (superusers and the
@@ -68,6 +69,16 @@ static Oid	call_caller = InvalidOid;
 static int	call_norgs = 0;
 static pg_uuid_t *call_orgs = NULL;
 
+/* what an engine call puts back when it ends */
+typedef struct WfCall
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	Oid			saved_caller;
+	int			saved_norgs;
+	pg_uuid_t  *saved_orgs;
+} WfCall;
+
 static void CheckExtension(void);
 static void LoadTenant(Oid role);
 static void InvalidateRelation(Datum arg, Oid relid);
@@ -77,6 +88,12 @@ static bool IsUnscopedRole(Oid role);
 static void ConfineCall(Oid caller);
 static bool IsExtensionRole(Oid role);
 static void MembershipArgs(FunctionCallInfo fcinfo, Datum *values);
+static void SaveCall(WfCall *call);
+static void EnterCall(WfCall *call);
+static void EndCall(const WfCall *call);
+static Datum MyOrganizations(PG_FUNCTION_ARGS);
+static Datum GrantOrganization(PG_FUNCTION_ARGS);
+static Datum RevokeOrganization(PG_FUNCTION_ARGS);
 
 /* WfPrivilegeInit registers the cache invalidation callbacks. */
 void
@@ -253,20 +270,26 @@ ConfineCall(Oid caller)
 	}
 }
 
-/*
- * WfBeginCall starts an engine call: version check, the caller's
- * confinement, and the switch to the owner.  The owner is exempt from
- * forced row-level security, as the referential integrity triggers are.
- */
-void
-WfBeginCall(WfCall *call)
+/* SaveCall notes what WfEndCall puts back; it cannot fail. */
+static void
+SaveCall(WfCall *call)
 {
-	Oid			owner;
-
 	GetUserIdAndSecContext(&call->saved_userid, &call->saved_sec_context);
 	call->saved_caller = call_caller;
 	call->saved_norgs = call_norgs;
 	call->saved_orgs = call_orgs;
+}
+
+/*
+ * EnterCall starts an engine call: version check, the switch to the owner
+ * and the caller's confinement.  The owner is exempt from forced row-level
+ * security, as the referential integrity triggers are.
+ */
+static void
+EnterCall(WfCall *call)
+{
+	Oid			owner;
+
 	if (InOwnScript())
 		owner = call->saved_userid;
 	else
@@ -289,17 +312,25 @@ Datum
 WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo)
 {
 	WfCall		call;
-	Datum		result;
+	volatile Datum result = (Datum) 0;
 
-	WfBeginCall(&call);
-	result = body(fcinfo);
-	WfEndCall(&call);
+	SaveCall(&call);
+	PG_TRY();
+	{
+		EnterCall(&call);
+		result = body(fcinfo);
+	}
+	PG_FINALLY();
+	{
+		EndCall(&call);
+	}
+	PG_END_TRY();
 	return result;
 }
 
-/* WfEndCall switches back to the caller. */
-void
-WfEndCall(const WfCall *call)
+/* EndCall switches back to the caller and the caller's confinement. */
+static void
+EndCall(const WfCall *call)
 {
 	SetUserIdAndSecContext(call->saved_userid, call->saved_sec_context);
 	call_caller = call->saved_caller;
@@ -392,16 +423,12 @@ WfCallOrganizationsArray(bool *isnull)
  * confined to, or NULL when it is not confined.  The row-level security
  * policies call it once per query.
  */
-Datum
-workflow_my_organizations(PG_FUNCTION_ARGS)
+static Datum
+MyOrganizations(PG_FUNCTION_ARGS)
 {
-	WfCall		call;
-	Datum		result;
 	bool		isnull;
+	Datum		result = WfCallOrganizationsArray(&isnull);
 
-	WfBeginCall(&call);
-	result = WfCallOrganizationsArray(&isnull);
-	WfEndCall(&call);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
@@ -458,8 +485,8 @@ MembershipArgs(FunctionCallInfo fcinfo, Datum *values)
  * member of it) a tenant of an organization.  Returns whether the grant is
  * new.
  */
-Datum
-workflow_grant_organization(PG_FUNCTION_ARGS)
+static Datum
+GrantOrganization(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -467,23 +494,20 @@ workflow_grant_organization(PG_FUNCTION_ARGS)
 		" VALUES ($1, $2) ON CONFLICT DO NOTHING";
 	static const Oid types[2] = {REGROLEOID, UUIDOID};
 	Datum		values[2];
-	WfCall		call;
 	bool		added;
 
-	WfBeginCall(&call);
 	MembershipArgs(fcinfo, values);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	added = SPI_processed == 1;
 	SPI_finish();
-	WfEndCall(&call);
 	PG_RETURN_BOOL(added);
 }
 
 /* workflow_revoke_organization takes a grant back; returns whether it was there. */
-Datum
-workflow_revoke_organization(PG_FUNCTION_ARGS)
+static Datum
+RevokeOrganization(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -491,17 +515,14 @@ workflow_revoke_organization(PG_FUNCTION_ARGS)
 		" WHERE m.role" OP("=") "$1 AND m.organization_id" OP("=") "$2";
 	static const Oid types[2] = {REGROLEOID, UUIDOID};
 	Datum		values[2];
-	WfCall		call;
 	bool		removed;
 
-	WfBeginCall(&call);
 	MembershipArgs(fcinfo, values);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 	removed = SPI_processed > 0;
 	SPI_finish();
-	WfEndCall(&call);
 	PG_RETURN_BOOL(removed);
 }
 
@@ -520,4 +541,26 @@ workflow_organization_members_changed(PG_FUNCTION_ARGS)
 		elog(ERROR, "organization_members_changed: must be fired for each statement");
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * The SQL-callable entry points of this file: each body runs as the
+ * extension's owner, confined to the caller's organizations.
+ */
+Datum
+workflow_my_organizations(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(MyOrganizations, fcinfo);
+}
+
+Datum
+workflow_grant_organization(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(GrantOrganization, fcinfo);
+}
+
+Datum
+workflow_revoke_organization(PG_FUNCTION_ARGS)
+{
+	return WfCallAsOwner(RevokeOrganization, fcinfo);
 }

@@ -181,19 +181,8 @@ extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 /* privilege.c: version check, owner switch, tenant confinement */
 #define WF_SQL_VERSION "1.3"
 
-typedef struct WfCall
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	Oid			saved_caller;
-	int			saved_norgs;
-	pg_uuid_t  *saved_orgs;
-} WfCall;
-
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);
-extern void WfBeginCall(WfCall *call);
-extern void WfEndCall(const WfCall *call);
 extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
 extern bool WfCallConfined(void);
 extern int	WfCallOrganizationCount(void);
