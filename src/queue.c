@@ -180,8 +180,11 @@ FetchJob(const pg_uuid_t *job_id, bool lock, WfJobState *job)
 
 /*
  * ConfineJob raises job.not_found for a job the confined caller may not
- * see, before a call's fast path writes it by id and token.  Unconfined
- * callers pay nothing.
+ * see, before a call locks it: a lock on another organization's busy job
+ * would make the call wait, which a missing job never does.  The fast
+ * paths of heartbeat, complete_job and release_job need no such read: their
+ * UPDATE carries the caller's organizations.  Unconfined callers pay
+ * nothing.
  */
 static void
 ConfineJob(const pg_uuid_t *job_id)
@@ -213,6 +216,8 @@ LockJobIfLate(const pg_uuid_t *job_id)
 
 	if (!WfHoldsLateLocks())
 		return;
+	/* another organization's job is not locked */
+	ConfineJob(job_id);
 	values[0] = UUIDPGetDatum(job_id);
 	WfExecuteNowait(&plan, sql, 1, types, values, NULL);
 }
@@ -324,9 +329,12 @@ Heartbeat(PG_FUNCTION_ARGS)
 		"  pg_catalog.make_interval(secs => j.timeout_seconds)"
 		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
 		" AND j.status" OP("=") "'RUNNING'"
+		" AND ($3::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($3))"
 		" RETURNING j.leased_until";
-	static const Oid types[2] = {UUIDOID, UUIDOID};
-	Datum		values[2];
+	static const Oid types[3] = {UUIDOID, UUIDOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		unconfined;
 	bool		isnull;
 	Datum		result;
 	WfJobState	job;
@@ -335,11 +343,13 @@ Heartbeat(PG_FUNCTION_ARGS)
 	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
 	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
 
+	values[2] = WfCallOrganizationsArray(&unconfined);
+	nulls[2] = unconfined ? 'n' : ' ';
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	if (SPI_processed == 1)
 	{
 		result = WfResultDatum(0, 1, &isnull);
@@ -366,10 +376,12 @@ CompleteJob(PG_FUNCTION_ARGS)
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
-		" AND j.status" OP("=") "'RUNNING'";
-	static const Oid types[3] = {UUIDOID, UUIDOID, JSONBOID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
+		" AND j.status" OP("=") "'RUNNING'"
+		" AND ($4::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($4))";
+	static const Oid types[4] = {UUIDOID, UUIDOID, JSONBOID, UUIDARRAYOID};
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	bool		unconfined;
 	WfJobState	job;
 
 	WfRequireReadCommitted();
@@ -385,12 +397,13 @@ CompleteJob(PG_FUNCTION_ARGS)
 		values[2] = PG_GETARG_DATUM(2);
 		WfCheckJsonbSize(values[2], "output");
 	}
+	values[3] = WfCallOrganizationsArray(&unconfined);
+	nulls[3] = unconfined ? 'n' : ' ';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
-	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
+	WfExecute(&plan, sql, 4, types, values, nulls, false, 0);
 	if (SPI_processed == 0)
 	{
 		FetchJob(DatumGetUUIDP(values[0]), false, &job);
@@ -545,20 +558,24 @@ ReleaseJob(PG_FUNCTION_ARGS)
 		" lease_token = NULL, leased_until = NULL, worker_id = NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
-		" AND j.status" OP("=") "'RUNNING'";
-	static const Oid types[2] = {UUIDOID, UUIDOID};
-	Datum		values[2];
+		" AND j.status" OP("=") "'RUNNING'"
+		" AND ($3::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($3))";
+	static const Oid types[3] = {UUIDOID, UUIDOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		unconfined;
 	WfJobState	job;
 
 	WfRequireReadCommitted();
 	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
 	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
+	values[2] = WfCallOrganizationsArray(&unconfined);
+	nulls[2] = unconfined ? 'n' : ' ';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ConfineJob(DatumGetUUIDP(values[0]));
 	LockJobIfLate(DatumGetUUIDP(values[0]));
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
 	if (SPI_processed == 0)
 	{
 		FetchJob(DatumGetUUIDP(values[0]), false, &job);
