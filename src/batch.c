@@ -563,14 +563,5 @@ FailJobs(PG_FUNCTION_ARGS)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_complete_jobs(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(CompleteJobs, fcinfo);
-}
-
-Datum
-workflow_fail_jobs(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(FailJobs, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_complete_jobs, CompleteJobs)
+WF_OWNER_ENTRY(workflow_fail_jobs, FailJobs)

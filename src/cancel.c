@@ -261,8 +261,4 @@ CancelRun(PG_FUNCTION_ARGS)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_cancel_run(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(CancelRun, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_cancel_run, CancelRun)

@@ -408,8 +408,4 @@ Claim(PG_FUNCTION_ARGS)
  * The SQL-callable entry point: its body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_claim(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(Claim, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_claim, Claim)

@@ -318,8 +318,4 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_complete_external_step(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(CompleteExternalStep, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_complete_external_step, CompleteExternalStep)

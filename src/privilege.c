@@ -88,6 +88,8 @@ static bool IsUnscopedRole(Oid role);
 static void ConfineCall(Oid caller);
 static bool IsExtensionRole(Oid role);
 static void MembershipArgs(FunctionCallInfo fcinfo, Datum *values);
+static bool ChangeMembership(FunctionCallInfo fcinfo, SPIPlanPtr *plan,
+							 const char *sql);
 static void SaveCall(WfCall *call);
 static void EnterCall(WfCall *call);
 static void EndCall(const WfCall *call);
@@ -419,7 +421,7 @@ WfCallOrganizationsArray(bool *isnull)
 }
 
 /*
- * workflow_my_organizations returns the organizations the current role is
+ * MyOrganizations returns the organizations the current role is
  * confined to, or NULL when it is not confined.  The row-level security
  * policies call it once per query.
  */
@@ -481,49 +483,49 @@ MembershipArgs(FunctionCallInfo fcinfo, Datum *values)
 }
 
 /*
- * workflow_grant_organization makes a role (and every role that is a
- * member of it) a tenant of an organization.  Returns whether the grant is
- * new.
+ * ChangeMembership runs the insert or delete of grant or revoke and says
+ * whether it changed a row.
+ */
+static bool
+ChangeMembership(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
+{
+	static const Oid types[2] = {REGROLEOID, UUIDOID};
+	Datum		values[2];
+	bool		changed;
+
+	MembershipArgs(fcinfo, values);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfExecute(plan, sql, 2, types, values, NULL, false, 0);
+	changed = SPI_processed > 0;
+	SPI_finish();
+	return changed;
+}
+
+/*
+ * GrantOrganization makes a role (and every role that is a member of it)
+ * a tenant of an organization.  Returns whether the grant is new.
  */
 static Datum
 GrantOrganization(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const char *sql =
-		"INSERT INTO workflow.organization_members (role, organization_id)"
-		" VALUES ($1, $2) ON CONFLICT DO NOTHING";
-	static const Oid types[2] = {REGROLEOID, UUIDOID};
-	Datum		values[2];
-	bool		added;
 
-	MembershipArgs(fcinfo, values);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
-	added = SPI_processed == 1;
-	SPI_finish();
-	PG_RETURN_BOOL(added);
+	PG_RETURN_BOOL(ChangeMembership(fcinfo, &plan,
+									"INSERT INTO workflow.organization_members (role, organization_id)"
+									" VALUES ($1, $2) ON CONFLICT DO NOTHING"));
 }
 
-/* workflow_revoke_organization takes a grant back; returns whether it was there. */
+/* RevokeOrganization takes a grant back; returns whether it was there. */
 static Datum
 RevokeOrganization(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const char *sql =
-		"DELETE FROM workflow.organization_members m"
-		" WHERE m.role" OP("=") "$1 AND m.organization_id" OP("=") "$2";
-	static const Oid types[2] = {REGROLEOID, UUIDOID};
-	Datum		values[2];
-	bool		removed;
 
-	MembershipArgs(fcinfo, values);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
-	removed = SPI_processed > 0;
-	SPI_finish();
-	PG_RETURN_BOOL(removed);
+	PG_RETURN_BOOL(ChangeMembership(fcinfo, &plan,
+									"DELETE FROM workflow.organization_members m"
+									" WHERE m.role" OP("=") "$1"
+									" AND m.organization_id" OP("=") "$2"));
 }
 
 /*
@@ -547,20 +549,6 @@ workflow_organization_members_changed(PG_FUNCTION_ARGS)
  * The SQL-callable entry points of this file: each body runs as the
  * extension's owner, confined to the caller's organizations.
  */
-Datum
-workflow_my_organizations(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(MyOrganizations, fcinfo);
-}
-
-Datum
-workflow_grant_organization(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(GrantOrganization, fcinfo);
-}
-
-Datum
-workflow_revoke_organization(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(RevokeOrganization, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_my_organizations, MyOrganizations)
+WF_OWNER_ENTRY(workflow_grant_organization, GrantOrganization)
+WF_OWNER_ENTRY(workflow_revoke_organization, RevokeOrganization)

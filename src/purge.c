@@ -305,8 +305,4 @@ PurgePlainJobs(TimestampTz cutoff, int32 batch_size)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_purge(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(Purge, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_purge, Purge)

@@ -841,45 +841,10 @@ ReapExpired(PG_FUNCTION_ARGS)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_enqueue(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(Enqueue, fcinfo);
-}
-
-Datum
-workflow_heartbeat(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(Heartbeat, fcinfo);
-}
-
-Datum
-workflow_complete_job(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(CompleteJob, fcinfo);
-}
-
-Datum
-workflow_fail_job(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(FailJob, fcinfo);
-}
-
-Datum
-workflow_release_job(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(ReleaseJob, fcinfo);
-}
-
-Datum
-workflow_cancel_job(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(CancelJob, fcinfo);
-}
-
-Datum
-workflow_reap_expired(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(ReapExpired, fcinfo);
-}
-
+WF_OWNER_ENTRY(workflow_enqueue, Enqueue)
+WF_OWNER_ENTRY(workflow_heartbeat, Heartbeat)
+WF_OWNER_ENTRY(workflow_complete_job, CompleteJob)
+WF_OWNER_ENTRY(workflow_fail_job, FailJob)
+WF_OWNER_ENTRY(workflow_release_job, ReleaseJob)
+WF_OWNER_ENTRY(workflow_cancel_job, CancelJob)
+WF_OWNER_ENTRY(workflow_reap_expired, ReapExpired)

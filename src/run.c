@@ -520,8 +520,4 @@ StartRun(PG_FUNCTION_ARGS)
  * The SQL-callable entry points: each body runs as the extension's owner,
  * confined to the caller's organizations (privilege.c).
  */
-Datum
-workflow_start_run(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(StartRun, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_start_run, StartRun)

@@ -678,8 +678,4 @@ RunCounters(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-Datum
-workflow_run_counters(PG_FUNCTION_ARGS)
-{
-	return WfCallAsOwner(RunCounters, fcinfo);
-}
+WF_OWNER_ENTRY(workflow_run_counters, RunCounters)

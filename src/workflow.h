@@ -184,6 +184,13 @@ extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);
 extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
+
+/*
+ * WF_OWNER_ENTRY defines an SQL-callable function (declared with
+ * PG_FUNCTION_INFO_V1) whose body runs as the extension's owner.
+ */
+#define WF_OWNER_ENTRY(sqlfn, body) \
+	Datum sqlfn(PG_FUNCTION_ARGS) { return WfCallAsOwner(body, fcinfo); }
 extern bool WfCallConfined(void);
 extern int	WfCallOrganizationCount(void);
 extern bool WfCallSeesOrganization(const pg_uuid_t *org);
