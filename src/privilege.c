@@ -272,7 +272,7 @@ ConfineCall(Oid caller)
 	}
 }
 
-/* SaveCall notes what WfEndCall puts back; it cannot fail. */
+/* SaveCall notes what EndCall puts back; it cannot fail. */
 static void
 SaveCall(WfCall *call)
 {
