@@ -346,6 +346,24 @@ else
 	note "WARNING: the engine has no setting workflow.retry_base_delay_ms; retries use its built-in delay"
 fi
 
+# Least privilege: the workers log in as a role granted workflow_worker
+# (and workflow_reader, to read their step's key and their job's fate), the
+# run starter, the approver, the listener and the final check as one granted
+# workflow_client and workflow_reader.  Neither may write a table; the
+# engine's functions do that with the extension owner's rights.
+"${PSQL[@]}" -q -c "SET client_min_messages = warning" -c "DO \$\$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_worker') THEN
+        CREATE ROLE demo_worker LOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_client') THEN
+        CREATE ROLE demo_client LOGIN;
+    END IF;
+END \$\$" -c "GRANT workflow_worker, workflow_reader TO demo_worker" \
+	-c "GRANT workflow_client, workflow_reader TO demo_client" ||
+	die "could not create the demo's roles"
+note "workers log in as demo_worker (workflow_worker, workflow_reader); the run starter, approver, listener and check as demo_client (workflow_client, workflow_reader)"
+
 # ------------------------------------------------------------------- demo
 
 say "running two workflows with $WORKERS workers (at most ${TIMEOUT}s)"
@@ -367,7 +385,7 @@ trap cleanup_children EXIT
 trap 'exit 130' INT TERM
 
 cd "$REPO/demo"
-"$PY" listener.py "$STATE/listener.ready" &
+PGUSER=demo_client "$PY" listener.py "$STATE/listener.ready" &
 listener=$!
 pids+=("$listener")
 for _ in $(seq 50); do
@@ -377,15 +395,15 @@ for _ in $(seq 50); do
 done
 [ -e "$STATE/listener.ready" ] || die "the listener did not start"
 
-"$PY" start_runs.py || die "could not start the runs"
+PGUSER=demo_client "$PY" start_runs.py || die "could not start the runs"
 
 workers=()
 for i in $(seq "$WORKERS"); do
-	"$PY" worker.py "worker-$i" &
+	PGUSER=demo_worker "$PY" worker.py "worker-$i" &
 	workers+=("$!")
 	pids+=("$!")
 done
-"$PY" approver.py &
+PGUSER=demo_client "$PY" approver.py &
 approver=$!
 pids+=("$approver")
 
@@ -424,7 +442,7 @@ while IFS=$'\t' read -r label run_id; do
 done <"$DEMO_RUNS_FILE"
 
 say "checking the outcome"
-"$PY" check.py || status=1
+PGUSER=demo_client "$PY" check.py || status=1
 [ "$status" = 0 ] || note "some demo process reported a problem (see above)"
 
 say "the cluster keeps running"
