@@ -179,7 +179,7 @@ extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.3"
+#define WF_SQL_VERSION "1.4"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

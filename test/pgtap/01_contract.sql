@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(285);
+SELECT plan(287);
 
 CREATE SCHEMA wf_tap;
 
@@ -507,10 +507,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.3', 'workflow is available with default version 1.3');
+          '1.4', 'workflow is available with default version 1.4');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.3'),
+            WHERE v.name = 'workflow' AND v.version = '1.4'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -519,7 +519,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.3', 'the installed version is 1.3');
+          '1.4', 'the installed version is 1.4');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -532,9 +532,15 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.2' AND p.target = '1.3'),
           '1.2--1.3', 'an installed 1.2 updates to 1.3 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.4'),
+          '1.0--1.1--1.2--1.3--1.4', 'an installed 1.0 updates to 1.4 through 1.1, 1.2 and 1.3');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.3' AND p.target = '1.4'),
+          '1.3--1.4', 'an installed 1.3 updates to 1.4 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3'], 'the versions 1.0 to 1.3 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4'], 'the versions 1.0 to 1.4 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

@@ -300,8 +300,8 @@ SELECT is(:'updated_from'::text, '1.0', 'the second database was installed at 1.
 SELECT is(:'updated_to'::text, (SELECT default_version::text FROM pg_catalog.pg_available_extensions
                            WHERE name = 'workflow'),
           'ALTER EXTENSION UPDATE took the second database to the default version');
-SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.3',
-          'this database was installed fresh at 1.3');
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.4',
+          'this database was installed fresh at 1.4');
 
 -- The descriptions are not empty and name every member.
 SELECT is((SELECT count(*) FROM wf_tap.fresh WHERE kind = 'member'),
