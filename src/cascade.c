@@ -617,7 +617,8 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key,"
 		"  CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
-		"  CASE WHEN $4" OP("=") "2 THEN '{\"reason\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\"}'::pg_catalog.jsonb"
+		"  CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
+		"  \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
 		"  WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
 		"  ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END"
 		"  FROM u WHERE $5 AND $4" OP("<>") "0)"
