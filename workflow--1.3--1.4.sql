@@ -163,11 +163,10 @@ jobs AS (
 -- steps of finished runs whose every change was recorded (history_gap)
 step_history AS (
     SELECT s.workflow_run_id, s.step_key, s.status, s.completed_externally,
-           j.attempt,
+           j.attempt, s.released_at IS NOT NULL AS released,
            (SELECT count(*) FROM workflow.workflow_events e
              WHERE e.workflow_run_id = s.workflow_run_id AND e.step_key = s.step_key
-               AND e.event_type IN ('step_succeeded', 'step_failed', 'step_canceled',
-                                    'external_completed'))::int AS n_terminal,
+               AND e.event_type = 'step_released')::int AS n_released,
            (SELECT string_agg(CASE e.event_type
                                   WHEN 'step_succeeded' THEN 'SUCCEEDED'
                                   WHEN 'step_failed' THEN 'FAILED'
@@ -177,22 +176,42 @@ step_history AS (
              WHERE e.workflow_run_id = s.workflow_run_id AND e.step_key = s.step_key
                AND e.event_type IN ('step_succeeded', 'step_failed', 'step_canceled',
                                     'external_completed')) AS terminal_statuses,
-           -- the attempts that started (release_job gives an attempt
-           -- back, so its next start repeats the number; a direct UPDATE
-           -- to RUNNING starts none)
-           (SELECT count(DISTINCT (e.detail ->> 'attempt')::int)
-                       FILTER (WHERE (e.detail ->> 'attempt')::int > 0)
-              FROM workflow.workflow_events e
-             WHERE e.workflow_run_id = s.workflow_run_id AND e.step_key = s.step_key
-               AND e.event_type = 'step_started')::int AS n_attempts,
-           (SELECT max((e.detail ->> 'attempt')::int)
-              FROM workflow.workflow_events e
-             WHERE e.workflow_run_id = s.workflow_run_id AND e.step_key = s.step_key
-               AND e.event_type = 'step_started') AS last_attempt
+           used.n_attempts, used.last_attempt
       FROM steps s
       LEFT JOIN workflow.job_queue j ON j.id = s.job_id
+      -- the attempts used: numbers started more often than given back
+      -- (release_job returns an attempt, and the next start repeats its
+      -- number; a direct UPDATE to RUNNING starts attempt 0, which uses
+      -- none)
+      CROSS JOIN LATERAL (
+          SELECT count(*)::int AS n_attempts, max(a.attempt) AS last_attempt
+            FROM (SELECT (e.detail ->> 'attempt')::int AS attempt
+                    FROM workflow.workflow_events e
+                   WHERE e.workflow_run_id = s.workflow_run_id
+                     AND e.step_key = s.step_key
+                     AND e.event_type IN ('step_started', 'step_returned')
+                   GROUP BY 1
+                  HAVING count(*) FILTER (WHERE e.event_type = 'step_started')
+                         > count(*) FILTER (WHERE e.event_type = 'step_returned')
+                     AND (e.detail ->> 'attempt')::int > 0) a) used
      WHERE s.run_status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
        AND NOT s.history_gap
+),
+-- the run events of those runs, each with the status the one before it
+-- left the run in
+run_moves AS (
+    SELECT e.workflow_run_id, e.id, e.event_type,
+           CASE e.event_type WHEN 'run_started' THEN NULL
+                ELSE e.detail ->> 'from' END AS from_status,
+           lag(CASE e.event_type WHEN 'run_started' THEN e.detail ->> 'status'
+                    WHEN 'run_canceled' THEN 'CANCELED'
+                    ELSE e.detail ->> 'to' END)
+               OVER (PARTITION BY e.workflow_run_id ORDER BY e.id) AS previous_status
+      FROM workflow.workflow_events e
+      JOIN workflow.workflow_runs r ON r.id = e.workflow_run_id
+     WHERE ($1 IS NULL OR e.workflow_run_id = $1) AND e.step_key IS NULL
+       AND NOT r.history_gap
+       AND r.status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')
 ),
 -- each finished run whose every change was recorded, with its run events
 run_history AS (
@@ -392,8 +411,9 @@ SELECT j.workflow_run_id, j.step_key, 'live job in a finished run', 'no live job
    AND j.status IN ('QUEUED', 'RUNNING')
 UNION ALL
 -- the history of a finished run agrees with its steps: one terminal event
--- per step, of its final status, and a step_started for each attempt,
--- numbered 1 to the job's attempt
+-- per step, of its final status, a step_started for each attempt used,
+-- numbered 1 to the job's attempt, and one step_released per released step;
+-- the run's events follow one another
 SELECT h.workflow_run_id, h.step_key, 'terminal events of a finished step',
        h.status::text, coalesce(h.terminal_statuses, 'none')
   FROM step_history h
@@ -406,9 +426,21 @@ SELECT h.workflow_run_id, h.step_key, 'step_started events against attempts',
  WHERE h.n_attempts <> coalesce(h.attempt, 0)
     OR h.last_attempt > coalesce(h.attempt, 0)
 UNION ALL
+SELECT h.workflow_run_id, h.step_key, 'step_released events',
+       h.released::int::text, h.n_released::text
+  FROM step_history h
+ WHERE h.n_released <> h.released::int
+UNION ALL
 SELECT h.id, NULL, 'run_started events of a finished run', '1', h.n_started::text
   FROM run_history h
  WHERE h.n_started <> 1
+UNION ALL
+SELECT m.workflow_run_id, NULL, 'run event that does not follow the one before',
+       coalesce(m.previous_status, 'run_started first'),
+       m.event_type || coalesce(' from ' || m.from_status, '')
+  FROM run_moves m
+ WHERE (m.event_type = 'run_started') <> (m.previous_status IS NULL)
+    OR m.from_status IS DISTINCT FROM m.previous_status
 UNION ALL
 SELECT h.id, NULL, 'terminal events of a finished run', h.status::text,
        coalesce(h.terminal_statuses, 'none')

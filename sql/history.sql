@@ -85,11 +85,15 @@ SELECT * FROM pg_temp.h(:'r2');
 SELECT * FROM workflow.verify(:'r2');
 
 -- 3. cancel_run: every unfinished step canceled with the reason, a running
--- job's step included; the job's own cancellation adds nothing.
+-- job's step included; the job's own cancellation adds nothing.  A step
+-- whose only attempt was given back (release_job) used none.
 SELECT workflow.start_run('{"steps": [
   {"key": "a", "job_type": "h.run"},
   {"key": "b", "job_type": "h.run", "depends_on": ["a"]},
+  {"key": "r", "job_type": "h.ret"},
   {"key": "x", "kind": "external"}]}') AS r3 \gset
+SELECT * FROM pg_temp.take('h.ret') \gset
+SELECT workflow.release_job(:'id', :'lease_token');
 SELECT * FROM pg_temp.take('h.run') \gset
 SELECT workflow.cancel_run(:'r3', 'operator stop');
 SELECT * FROM pg_temp.h(:'r3');
@@ -146,6 +150,10 @@ INSERT INTO workflow.workflow_events (workflow_run_id, step_key, event_type, det
 VALUES (:'r1', 'b', 'step_failed', '{"attempt": 1}');
 INSERT INTO workflow.workflow_events (workflow_run_id, step_key, event_type, detail)
 VALUES (:'r1', 'b', 'step_started', '{"attempt": 2}');
+INSERT INTO workflow.workflow_events (workflow_run_id, step_key, event_type, detail)
+VALUES (:'r1', 'b', 'step_released', '{}');
+INSERT INTO workflow.workflow_events (workflow_run_id, step_key, event_type, detail)
+VALUES (:'r3', NULL, 'run_status_changed', '{"from": "RUNNING", "to": "SUCCEEDED"}');
 SET session_replication_role = replica;
 DELETE FROM workflow.workflow_events
  WHERE workflow_run_id = :'r1' AND event_type = 'run_status_changed'
