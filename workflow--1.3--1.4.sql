@@ -537,3 +537,23 @@ GRANT SELECT ON workflow.run_overview, workflow.queue_stats, workflow.step_timel
 
 -- ---------------------------------------------------------------------------
 -- Pictures: run_graph
+
+-- The run's DAG as Graphviz DOT or a Mermaid flowchart, read as the owner
+-- and confined like every engine call.
+CREATE FUNCTION workflow.run_graph(workflow_run_id uuid, format text DEFAULT 'dot',
+                                   organization_id uuid DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'workflow_run_graph'
+LANGUAGE C STABLE;
+
+COMMENT ON FUNCTION workflow.run_graph(uuid, text, uuid) IS
+'The run''s DAG as Graphviz DOT (format ''dot'') or a Mermaid flowchart '
+'(''mermaid''): one node per step labelled with its key, kind, status and '
+'attempts and coloured by status, one edge per dependency, ON_TERMINAL edges '
+'dashed.';
+
+-- A new function is executable by PUBLIC until revoked, as every function
+-- of 1.3 was.
+REVOKE ALL ON FUNCTION workflow.run_graph(uuid, text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION workflow.run_graph(uuid, text, uuid)
+    TO workflow_client, workflow_reader;
