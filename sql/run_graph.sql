@@ -151,6 +151,10 @@ SELECT pg_temp.errm('SELECT workflow.run_graph(NULL)');
 SELECT pg_temp.errm('SELECT workflow.run_graph(NULL, ''svg'')');
 SELECT pg_temp.errm('SELECT workflow.run_graph(''00000000-0000-4000-8000-000000000000'')');
 SELECT pg_temp.errm('SELECT workflow.run_graph(''00000000-0000-4000-8000-000000000000'', ''mermaid'')');
+-- it reads only: any isolation level will do
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT length(workflow.run_graph(:'every')) > 0 AS under_repeatable_read;
+COMMIT;
 -- a run of no organization, asked for under one, is not there
 SELECT pg_temp.errm(format('SELECT workflow.run_graph(%L, organization_id => %L)', :'every', :'org_a'));
 
