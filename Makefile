@@ -23,6 +23,7 @@ OBJS = \
 	src/purge.o \
 	src/history.o \
 	src/run_history.o \
+	src/graph.o \
 	src/privilege.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))

@@ -459,5 +459,133 @@ GRANT EXECUTE ON FUNCTION workflow.run_history(uuid, uuid)
 -- ---------------------------------------------------------------------------
 -- Operator views: run_overview, queue_stats, step_timeline
 
+-- Each view reads the tables with the rights of the role that reads it
+-- (security_invoker), so the tables' row-level security confines a tenant
+-- role to its organizations' rows here too.  Filtered by workflow_run_id,
+-- run_overview and step_timeline read one run's rows through the primary
+-- key of workflow_runs and the (workflow_run_id, ...) keys of
+-- workflow_run_counters and workflow_steps; queue_stats counts the whole
+-- queue and is meant to be run on demand.
+
+-- One row per run: its status, its steps by status, how far it got.  A
+-- live run with counter shards counts its steps in workflow_run_counters
+-- (its run row then counts shards): the shards are summed for it, as
+-- run_counters() does; every other run's row is exact.
+CREATE VIEW workflow.run_overview WITH (security_invoker = true) AS
+SELECT r.id AS workflow_run_id,
+       r.organization_id,
+       r.name,
+       r.status,
+       r.steps_total,
+       CASE WHEN x.live THEN x.active ELSE r.steps_active END AS steps_active,
+       CASE WHEN x.live THEN x.waiting ELSE r.steps_waiting END AS steps_waiting,
+       CASE WHEN x.live THEN x.blocked ELSE r.steps_blocked END AS steps_blocked,
+       CASE WHEN x.live THEN x.succeeded ELSE r.steps_succeeded END AS steps_succeeded,
+       CASE WHEN x.live THEN x.failed ELSE r.steps_failed END AS steps_failed,
+       CASE WHEN x.live THEN x.canceled ELSE r.steps_canceled END AS steps_canceled,
+       pg_catalog.trunc(
+           (CASE WHEN x.live THEN x.succeeded OPERATOR(pg_catalog.+) x.failed
+                                  OPERATOR(pg_catalog.+) x.canceled
+                 ELSE r.steps_succeeded OPERATOR(pg_catalog.+) r.steps_failed
+                      OPERATOR(pg_catalog.+) r.steps_canceled END)::pg_catalog.numeric
+           OPERATOR(pg_catalog./) GREATEST(r.steps_total, 1), 4) AS progress,
+       r.created_at,
+       r.finished_at,
+       COALESCE(r.finished_at, pg_catalog.statement_timestamp())
+           OPERATOR(pg_catalog.-) r.created_at AS duration
+  FROM workflow.workflow_runs r
+  LEFT JOIN LATERAL (
+        SELECT true AS live,
+               COALESCE(pg_catalog.sum(c.steps_active), 0)::pg_catalog.int4 AS active,
+               COALESCE(pg_catalog.sum(c.steps_waiting), 0)::pg_catalog.int4 AS waiting,
+               COALESCE(pg_catalog.sum(c.steps_blocked), 0)::pg_catalog.int4 AS blocked,
+               COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4 AS succeeded,
+               COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4 AS failed,
+               COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled
+          FROM workflow.workflow_run_counters c
+         WHERE c.workflow_run_id OPERATOR(pg_catalog.=) r.id) x
+       ON r.counter_shards OPERATOR(pg_catalog.>) 0
+      AND r.status OPERATOR(pg_catalog.<>) ALL
+          ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED}'::workflow.run_status[]);
+
+COMMENT ON VIEW workflow.run_overview IS
+'One row per run: status, steps by status (active = ENQUEUED or RUNNING), '
+'progress (finished steps / steps, truncated to 4 places), creation and '
+'finish time, and duration (so far, while the run is live).';
+
+-- One row per job type and status: how many jobs, how many of the queued
+-- ones are due and for how long the oldest has been, and how many running
+-- ones hold a lease that ran out (reap_expired() expires those).
+CREATE VIEW workflow.queue_stats WITH (security_invoker = true) AS
+SELECT j.job_type,
+       j.status,
+       pg_catalog.count(*) AS jobs,
+       pg_catalog.count(*) FILTER (
+           WHERE j.status OPERATOR(pg_catalog.=) 'QUEUED'::workflow.job_status
+             AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS due,
+       pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(j.run_at) FILTER (
+           WHERE j.status OPERATOR(pg_catalog.=) 'QUEUED'::workflow.job_status
+             AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest_due_age,
+       pg_catalog.count(*) FILTER (
+           WHERE j.status OPERATOR(pg_catalog.=) 'RUNNING'::workflow.job_status
+             AND j.leased_until OPERATOR(pg_catalog.<) pg_catalog.statement_timestamp()) AS expired_leases
+  FROM workflow.job_queue j
+ GROUP BY j.job_type, j.status;
+
+COMMENT ON VIEW workflow.queue_stats IS
+'One row per job type and status: jobs, those due now (QUEUED), the age of '
+'the oldest due job, and RUNNING jobs whose lease has run out. Reads the '
+'whole queue: run it on demand.';
+
+-- One row per step: when it was released, started and finished, how long
+-- it waited for a worker and how long it ran, and its job's attempts.
+CREATE VIEW workflow.step_timeline WITH (security_invoker = true) AS
+SELECT s.workflow_run_id,
+       s.step_key,
+       s.execution_kind AS kind,
+       s.status,
+       COALESCE(j.attempt, 0) AS attempts,
+       s.released_at,
+       s.started_at,
+       s.finished_at,
+       s.started_at OPERATOR(pg_catalog.-) s.released_at AS waited,
+       s.finished_at OPERATOR(pg_catalog.-) s.started_at AS ran
+  FROM workflow.workflow_steps s
+  LEFT JOIN workflow.job_queue j
+         ON j.id OPERATOR(pg_catalog.=) s.job_id
+        AND j.workflow_run_id OPERATOR(pg_catalog.=) s.workflow_run_id;
+
+COMMENT ON VIEW workflow.step_timeline IS
+'One row per step: kind, status, its job''s attempts (0 without a job), '
+'released, started and finished times, waited (started - released) and ran '
+'(finished - started).';
+
+-- Readers (and the admin, through workflow_reader) read the views; nobody
+-- else.
+REVOKE ALL ON workflow.run_overview, workflow.queue_stats, workflow.step_timeline
+    FROM PUBLIC;
+GRANT SELECT ON workflow.run_overview, workflow.queue_stats, workflow.step_timeline
+    TO workflow_reader;
+
 -- ---------------------------------------------------------------------------
 -- Pictures: run_graph
+
+-- The run's DAG as Graphviz DOT or a Mermaid flowchart, read as the owner
+-- and confined like every engine call.
+CREATE FUNCTION workflow.run_graph(workflow_run_id uuid, format text DEFAULT 'dot',
+                                   organization_id uuid DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'workflow_run_graph'
+LANGUAGE C STABLE;
+
+COMMENT ON FUNCTION workflow.run_graph(uuid, text, uuid) IS
+'The run''s DAG as Graphviz DOT (format ''dot'') or a Mermaid flowchart '
+'(''mermaid''): one node per step labelled with its key, kind, status and '
+'attempts and coloured by status, one edge per dependency, ON_TERMINAL edges '
+'dashed.';
+
+-- A new function is executable by PUBLIC until revoked, as every function
+-- of 1.3 was.
+REVOKE ALL ON FUNCTION workflow.run_graph(uuid, text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION workflow.run_graph(uuid, text, uuid)
+    TO workflow_client, workflow_reader;

@@ -86,7 +86,7 @@ MODES = {
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "event_cost",
-          "start_run", "bloat", "reference_end"]
+          "start_run", "graph", "bloat", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -102,6 +102,7 @@ QUEUE_TABLES = "workflow.job_queue, workflow.workflow_steps"
 PURGE_BATCH = 1000       # runs and plain jobs per purge() call in the bloat workload
 ENQUEUE_BULK = 100      # enqueues per bulk statement
 MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
+GRAPH_CALLS = 5         # run_graph calls per measurement, in one session
 
 RAW_FIELDS = [
     "group", "key", "title", "clients", "rep", "value", "unit", "events",
@@ -1077,6 +1078,35 @@ class Bench:
                     raise BenchError("start_run wrote runs/steps/edges/jobs %s, the plain"
                                      " INSERT %s" % (got[:4], got[4:]))
         self.sql(db, trunc)
+        self.drop_db(db)
+
+    def g_graph(self):
+        """run_graph of one lattice run (10,000 steps and 19,800 edges in
+        full and quick mode), in each format: the time of one call, the
+        mean of GRAPH_CALLS calls in one session (the first also prepares
+        the statements).  Reported, never a target."""
+        cfg = self.cfg
+        layers, width = cfg["lattice"]
+        n = layers * width
+        db = self.fresh_db("wf_graph")
+        self.put_def(db, "graph", "bench.def_lattice(%d, %d, 'bench.graph')" % (layers, width))
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs WHERE name = 'graph'")
+        for fmt in ("dot", "mermaid"):
+            key = "run_graph.%s" % fmt
+            for rep in range(1, cfg["reps"] + 1):
+                mark = self.log_mark()
+                r = self.pgbench(db, key, 1, "run_graph.sql", transactions=GRAPH_CALLS,
+                                 defines={"run": run, "format": fmt},
+                                 label="%s-%d-r%d" % (key, n, rep))
+                e1, e2 = self.check_log(key, mark)
+                self.record(group="graph", key="%s.%d" % (key, n),
+                            title="run_graph of a run of %d steps (%s), one call" % (n, fmt),
+                            clients=1, rep=rep, value="%.4f" % r["latency"],
+                            unit="ms/call", events=n * GRAPH_CALLS, seconds=r["duration"],
+                            tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
+                            failed=r["failed"], e40001=e1, e40P01=e2)
+                self.say("  %s %d steps rep %d/%d: %.2f ms/call"
+                         % (key, n, rep, cfg["reps"], r["latency"]))
         self.drop_db(db)
 
     def bloat_snapshot(self, db, jobs_done, w, label):

@@ -11,8 +11,8 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   roles, event_cost, start_run, bloat, reference_end, profile
-#                   (the reference is always measured)
+#                   roles, event_cost, start_run, graph, bloat, reference_end,
+#                   profile (the reference is always measured)
 #   --out DIR       results directory (default bench/results/MODE)
 #   --install       build and install the extension from this tree first
 #                   (done anyway when it is not installed)

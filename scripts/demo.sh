@@ -10,7 +10,9 @@
 #     its unix socket inside the cluster directory;
 #  4. recreates database workflow_demo, starts two runs, two workers, an
 #     approver and a listener for workflow_run_terminal;
-#  5. prints each run and its steps and checks them against demo/demolib.py.
+#  5. prints each run and its steps and checks them against demo/demolib.py;
+#  6. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
+#     .demo/<label>.svg and .demo/<label>.png, next to its DOT source.
 #
 # Exits non-zero when a run or step did not end as expected.
 # Environment: DEMO_WORKERS (default 2), DEMO_TIMEOUT (seconds, default 60).
@@ -26,7 +28,7 @@ FIRST_PORT=54329
 WORKERS=${DEMO_WORKERS:-2}
 TIMEOUT=${DEMO_TIMEOUT:-60}
 RETRY_BASE_DELAY_MS=200
-PACKAGES=(postgresql-15 postgresql-server-dev-15 python3-psycopg make gcc)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 python3-psycopg graphviz make gcc)
 
 say() { printf '\n==> %s\n' "$*"; }
 note() { printf '    %s\n' "$*"; }
@@ -82,7 +84,8 @@ if command -v dpkg-query >/dev/null 2>&1; then
 else
 	note "no dpkg here; assuming the packages are present"
 fi
-for f in "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql" "$PGBIN/pg_config" "$PY"; do
+for f in "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql" "$PGBIN/pg_config" "$PY" \
+	"$(command -v dot || echo dot)"; do
 	[ -x "$f" ] || die "$f is missing"
 done
 "$PY" -c 'import psycopg' 2>/dev/null ||
@@ -439,6 +442,21 @@ while IFS=$'\t' read -r label run_id; do
 		                  WITH ORDINALITY AS e(step, ord)
 		            WHERE e.step ->> 'key' = s.step_key);
 	EOF
+done <"$DEMO_RUNS_FILE"
+
+# --------------------------------------------------------------- pictures
+
+say "pictures of the runs (workflow.run_graph as demo_client, drawn by dot)"
+while IFS=$'\t' read -r label run_id; do
+	base=$STATE/${label//[^A-Za-z0-9_.-]/_}
+	if PGUSER=demo_client "${PSQL[@]}" -At -v run="$run_id" >"$base.dot" <<<"SELECT workflow.run_graph(:'run');" &&
+		dot -Tsvg "$base.dot" -o "$base.svg" && dot -Tpng "$base.dot" -o "$base.png"; then
+		note "$label: $base.svg"
+		note "$label: $base.png"
+	else
+		note "$label: could not draw the run (see above)"
+		status=1
+	fi
 done <"$DEMO_RUNS_FILE"
 
 say "checking the outcome"

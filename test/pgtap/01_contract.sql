@@ -1,7 +1,7 @@
 -- 01_contract.sql: the shape of the public contract (docs/reference.md,
--- sections 3 to 7): enum
--- labels in order, tables and their column types, API signatures, argument
--- names and defaults, return types and languages, no STRICT function,
+-- sections 3 to 7): enum labels in order, tables and their column types,
+-- the operator views and their columns, API signatures, argument names and
+-- defaults, return types and languages, no STRICT function,
 -- pg_extension_config_dump registration, the indexes the schema rules
 -- require, and the control file's properties.  Roles, grants and row-level
 -- security are in 06_privileges.sql.
@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(307);
+SELECT plan(321);
 
 CREATE SCHEMA wf_tap;
 
@@ -220,6 +220,48 @@ SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.p
           'every column of organization_members is NOT NULL');
 
 -- ---------------------------------------------------------------------------
+-- The operator views (1.4): their columns and types in order, read with the
+-- rights of the role that reads them, so that row-level security applies.
+
+CREATE TABLE wf_tap.views (n int PRIMARY KEY, vname name NOT NULL, columns text[] NOT NULL);
+INSERT INTO wf_tap.views VALUES
+    (1, 'run_overview', ARRAY[
+        'workflow_run_id uuid', 'organization_id uuid', 'name text',
+        'status workflow.run_status', 'steps_total integer', 'steps_active integer',
+        'steps_waiting integer', 'steps_blocked integer', 'steps_succeeded integer',
+        'steps_failed integer', 'steps_canceled integer', 'progress numeric',
+        'created_at timestamp with time zone', 'finished_at timestamp with time zone',
+        'duration interval']),
+    (2, 'queue_stats', ARRAY[
+        'job_type text', 'status workflow.job_status', 'jobs bigint', 'due bigint',
+        'oldest_due_age interval', 'expired_leases bigint']),
+    (3, 'step_timeline', ARRAY[
+        'workflow_run_id uuid', 'step_key text', 'kind workflow.execution_kind',
+        'status workflow.step_status', 'attempts integer',
+        'released_at timestamp with time zone', 'started_at timestamp with time zone',
+        'finished_at timestamp with time zone', 'waited interval', 'ran interval']);
+
+-- 3 views: has_view, the columns, security_invoker.
+SELECT has_view('workflow', v.vname, format('view workflow.%s exists', v.vname))
+  FROM wf_tap.views v ORDER BY v.n;
+
+SELECT is((SELECT array_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod)
+                            ORDER BY a.attnum)
+             FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = to_regclass('workflow.' || v.vname)
+              AND a.attnum > 0 AND NOT a.attisdropped),
+          v.columns,
+          format('workflow.%s has the documented columns and types, in order', v.vname))
+  FROM wf_tap.views v ORDER BY v.n;
+
+SELECT is((SELECT c.reloptions FROM pg_catalog.pg_class c
+            WHERE c.oid = to_regclass('workflow.' || v.vname)),
+          ARRAY['security_invoker=true'],
+          format('workflow.%s reads the tables with its reader''s rights (security_invoker)',
+                 v.vname))
+  FROM wf_tap.views v ORDER BY v.n;
+
+-- ---------------------------------------------------------------------------
 -- API functions: existence with exact argument types, return type, and the
 -- documented argument names and defaults.
 
@@ -284,9 +326,12 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'role regrole, organization_id uuid'),
     ('my_organizations', ARRAY[]::name[], 'uuid[]', ''),
     ('run_history', ARRAY['uuid', 'uuid'], 'setof workflow.workflow_events',
-     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid');
+     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid'),
+    ('run_graph', ARRAY['uuid', 'text', 'uuid'], 'text',
+     'workflow_run_id uuid, format text DEFAULT ''dot''::text, '
+     'organization_id uuid DEFAULT NULL::uuid');
 
--- 21 functions: has_function, function_returns, then the argument list.
+-- 22 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -322,7 +367,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          21, 'all 21 API functions are present and not STRICT');
+          22, 'all 22 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -334,7 +379,7 @@ SELECT is((SELECT p.provolatile::text || ':' ||
 
 -- Language and volatility of every API function: C, except verify() (SQL);
 -- run_counters() is C since 1.3 (it reads as the owner, for callers with
--- no table rights).
+-- no table rights); run_graph() (1.4) reads only, and is STABLE.
 CREATE TABLE wf_tap.api_kind (fname name PRIMARY KEY, lang name NOT NULL,
                               volatility "char" NOT NULL);
 INSERT INTO wf_tap.api_kind VALUES
@@ -345,7 +390,8 @@ INSERT INTO wf_tap.api_kind VALUES
     ('cancel_run', 'c', 'v'), ('uuid_v7', 'c', 'v'), ('verify', 'sql', 's'),
     ('run_counters', 'c', 's'), ('purge', 'c', 'v'), ('grant_organization', 'c', 'v'),
     ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's'),
-    ('run_history', 'c', 's');
+    ('run_history', 'c', 's'),
+    ('run_graph', 'c', 's');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -372,6 +418,8 @@ SELECT throws_ok($$SELECT workflow.start_run(NULL)$$, '22023', NULL,
     'start_run(NULL) raises instead of returning NULL');
 SELECT throws_ok($$SELECT workflow.cancel_run(NULL)$$, '22023', NULL,
     'cancel_run(NULL) raises instead of returning NULL');
+SELECT throws_ok($$SELECT workflow.run_graph(NULL)$$, '22023', NULL,
+    'run_graph(NULL) raises instead of returning NULL');
 
 -- ---------------------------------------------------------------------------
 -- pg_extension_config_dump: pg_dump keeps every table's data.

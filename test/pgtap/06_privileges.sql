@@ -1,9 +1,9 @@
 -- 06_privileges.sql: docs/reference.md: the four NOLOGIN
 -- roles and their memberships, USAGE on schema workflow, EXECUTE on every
--- function per role and never for PUBLIC, SELECT on the tables for readers
--- only, no SECURITY DEFINER, row-level security enabled and forced with one
--- policy per table; then the same grants seen from login roles that hold
--- each of the four roles.
+-- function per role and never for PUBLIC, SELECT on the tables and views for
+-- readers only, no SECURITY DEFINER, row-level security enabled and forced
+-- with one policy per table; then the same grants seen from login roles that
+-- hold each of the four roles.
 --
 -- Every expectation is written out below; none is read from the catalog
 -- being checked.  pgTAP's *_privs_are report effective privileges (what a
@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(310);
+SELECT plan(343);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -125,6 +125,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     -- client and reader
     ('run_counters', ARRAY['uuid'], false, true, true, true),
     ('run_history', ARRAY['uuid', 'uuid'], false, true, true, true),
+    ('run_graph', ARRAY['uuid', 'text', 'uuid'], false, true, true, true),
     -- reader
     ('verify', ARRAY['uuid'], false, false, true, true),
     -- admin
@@ -145,16 +146,17 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
 SELECT functions_are('workflow', ARRAY[
     'claim', 'heartbeat', 'complete_job', 'complete_jobs', 'fail_job', 'fail_jobs',
     'release_job', 'reap_expired', 'enqueue', 'start_run', 'complete_external_step',
-    'cancel_job', 'cancel_run', 'run_counters', 'verify', 'purge', 'grant_organization',
-    'revoke_organization', 'uuid_v7', 'my_organizations', 'job_queue_sync_step',
-    'job_queue_finish_statement', 'job_queue_guard', 'workflow_steps_guard',
-    '_organization_members_changed', 'run_history', '_workflow_events_guard']::name[],
-    'schema workflow holds the 27 functions listed here, and no other');
+    'cancel_job', 'cancel_run', 'run_counters', 'run_graph', 'verify', 'purge',
+    'grant_organization', 'revoke_organization', 'uuid_v7', 'my_organizations',
+    'job_queue_sync_step', 'job_queue_finish_statement', 'job_queue_guard',
+    'workflow_steps_guard', '_organization_members_changed', 'run_history',
+    '_workflow_events_guard']::name[],
+    'schema workflow holds the 28 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 27,
-          'schema workflow holds 27 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 28,
+          'schema workflow holds 28 functions (no overloads besides the list)');
 
--- 27 functions x 4 roles
+-- 28 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -171,7 +173,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 25 functions x PUBLIC
+-- 28 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -209,6 +211,8 @@ $$, $$ VALUES
     ('run_counters', 'workflow_reader', 'EXECUTE', false),
     ('run_history', 'workflow_client', 'EXECUTE', false),
     ('run_history', 'workflow_reader', 'EXECUTE', false),
+    ('run_graph', 'workflow_client', 'EXECUTE', false),
+    ('run_graph', 'workflow_reader', 'EXECUTE', false),
     ('verify', 'workflow_reader', 'EXECUTE', false),
     ('purge', 'workflow_admin', 'EXECUTE', false),
     ('grant_organization', 'workflow_admin', 'EXECUTE', false),
@@ -275,8 +279,8 @@ SELECT is_empty($$
        AND a.grantee = 0
 $$, 'PUBLIC holds no privilege on any relation of schema workflow (catalog: relacl)');
 
--- The grants each role holds itself: SELECT for workflow_reader; admin,
--- worker and client hold no table grant of their own.
+-- The grants each role holds itself: SELECT for workflow_reader on every
+-- table and view; admin, worker and client hold no grant of their own.
 SELECT set_eq($$
     SELECT c.relname::text AS tname, pg_get_userbyid(a.grantee)::text AS grantee,
            a.privilege_type, a.is_grantable
@@ -291,15 +295,43 @@ $$, $$ VALUES
     ('workflow_step_dependencies', 'workflow_reader', 'SELECT', false),
     ('workflow_run_counters', 'workflow_reader', 'SELECT', false),
     ('organization_members', 'workflow_reader', 'SELECT', false),
-    ('workflow_events', 'workflow_reader', 'SELECT', false)
-$$, 'the table grants, grantee by grantee: SELECT for workflow_reader on each table, '
-    'nothing else');
+    ('workflow_events', 'workflow_reader', 'SELECT', false),
+    ('run_overview', 'workflow_reader', 'SELECT', false),
+    ('queue_stats', 'workflow_reader', 'SELECT', false),
+    ('step_timeline', 'workflow_reader', 'SELECT', false)
+$$, 'the table and view grants, grantee by grantee: SELECT for workflow_reader on each '
+    'table and view, nothing else');
 
 SELECT is_empty($$
     SELECT c.relname || '.' || a.attname FROM pg_catalog.pg_class c
       JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
      WHERE c.relnamespace = 'workflow'::regnamespace AND a.attacl IS NOT NULL
 $$, 'no column privilege is granted on any table of schema workflow');
+
+-- ---------------------------------------------------------------------------
+-- Views: SELECT for readers, nothing for anyone else
+
+CREATE TABLE wf_tap.vw (n int PRIMARY KEY, vname name NOT NULL);
+INSERT INTO wf_tap.vw VALUES (1, 'run_overview'), (2, 'queue_stats'), (3, 'step_timeline');
+
+SELECT views_are('workflow', ARRAY['run_overview', 'queue_stats', 'step_timeline']::name[],
+    'schema workflow holds the three views listed here, and no other');
+
+-- 3 views x 4 roles: the reader SELECTs; the admin too, through
+-- workflow_reader; worker and client hold nothing.
+SELECT table_privs_are('workflow', v.vname, r.role,
+           CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
+                THEN ARRAY['SELECT'] ELSE ARRAY[]::name[] END,
+           format('%s holds %s on view workflow.%s', r.role,
+                  CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
+                       THEN 'SELECT only' ELSE 'no privilege' END, v.vname))
+  FROM wf_tap.vw v CROSS JOIN wf_tap.roles r
+ ORDER BY v.n, r.n;
+
+-- 3 views x PUBLIC
+SELECT table_privs_are('workflow', v.vname, 'public', ARRAY[]::name[],
+           format('PUBLIC holds no privilege on view workflow.%s', v.vname))
+  FROM wf_tap.vw v ORDER BY v.n;
 
 SELECT is_empty($$
     SELECT d.defaclobjtype::text FROM pg_catalog.pg_default_acl d
@@ -415,6 +447,10 @@ SELECT throws_ok($$SELECT count(*) FROM workflow.job_queue$$, '42501', NULL,
     'a worker may not read workflow.job_queue');
 SELECT throws_ok($$SELECT workflow.purge('1 day', 10)$$, '42501', NULL,
     'a worker may not purge');
+SELECT throws_ok($$SELECT count(*) FROM workflow.queue_stats$$, '42501', NULL,
+    'a worker may not read workflow.queue_stats');
+SELECT throws_ok($$SELECT workflow.run_graph((SELECT v FROM wf_tap.fx WHERE k = 'run'))$$,
+    '42501', NULL, 'a worker may not draw a run');
 RESET ROLE;
 
 SET ROLE wf_tap_client;
@@ -429,6 +465,10 @@ SELECT throws_ok($$SELECT * FROM workflow.verify()$$, '42501', NULL,
     'a client may not run verify()');
 SELECT throws_ok($$SELECT count(*) FROM workflow.workflow_runs$$, '42501', NULL,
     'a client may not read workflow.workflow_runs');
+SELECT throws_ok($$SELECT count(*) FROM workflow.run_overview$$, '42501', NULL,
+    'a client may not read workflow.run_overview');
+SELECT lives_ok($$SELECT workflow.run_graph((SELECT v FROM wf_tap.fx WHERE k = 'run'), 'mermaid')$$,
+    'a client may draw a run');
 SELECT throws_ok($$SELECT workflow.grant_organization('wf_tap_tenant',
                                                       '00000000-0000-4000-8000-0000000000e1')$$,
     '42501', NULL, 'a client may not grant organizations');
@@ -443,6 +483,18 @@ SELECT is((SELECT count(*)::int FROM workflow.workflow_runs
 SELECT is((SELECT steps_succeeded FROM workflow.run_counters((SELECT v FROM wf_tap.fx WHERE k = 'run'))),
           1, 'a reader may read run counters');
 SELECT is_empty($$SELECT * FROM workflow.verify()$$, 'a reader may run verify()');
+SELECT is((SELECT row(status, steps_total, steps_succeeded, progress)::text
+             FROM workflow.run_overview
+            WHERE workflow_run_id = (SELECT v FROM wf_tap.fx WHERE k = 'run')),
+          row('SUCCEEDED', 1, 1, 1.0000)::text, 'a reader may read workflow.run_overview');
+SELECT lives_ok($$SELECT count(*) FROM workflow.queue_stats$$,
+    'a reader may read workflow.queue_stats');
+SELECT is((SELECT string_agg(step_key || ' ' || kind || ' ' || status, ',')
+             FROM workflow.step_timeline
+            WHERE workflow_run_id = (SELECT v FROM wf_tap.fx WHERE k = 'run')),
+          'e EXTERNAL SUCCEEDED', 'a reader may read workflow.step_timeline');
+SELECT lives_ok($$SELECT workflow.run_graph((SELECT v FROM wf_tap.fx WHERE k = 'run'))$$,
+    'a reader may draw a run');
 SELECT throws_ok($$SELECT workflow.cancel_job((SELECT v FROM wf_tap.fx WHERE k = 'job'))$$,
     '42501', NULL, 'a reader may not cancel a job');
 SELECT throws_ok($$SELECT * FROM workflow.claim('privs-reader')$$, '42501', NULL,
@@ -464,6 +516,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue
             WHERE id = (SELECT v FROM wf_tap.fx WHERE k = 'job')), 1,
           'an admin may read workflow.job_queue (through workflow_reader)');
 SELECT is(workflow.purge('1 day', 10), 0::bigint, 'an admin may purge');
+SELECT lives_ok($$SELECT count(*) FROM workflow.step_timeline$$,
+    'an admin may read workflow.step_timeline (through workflow_reader)');
+SELECT lives_ok($$SELECT workflow.run_graph((SELECT v FROM wf_tap.fx WHERE k = 'run'))$$,
+    'an admin may draw a run');
 RESET ROLE;
 
 -- memberships: only unconfined callers change them, never for the
@@ -494,6 +550,8 @@ SELECT throws_ok($$SELECT workflow.uuid_v7()$$, '42501', NULL,
     'a role holding none of the four may not even call uuid_v7()');
 SELECT throws_ok($$SELECT count(*) FROM workflow.job_queue$$, '42501', NULL,
     'a role holding none of the four may not read workflow.job_queue');
+SELECT throws_ok($$SELECT count(*) FROM workflow.run_overview$$, '42501', NULL,
+    'a role holding none of the four may not read workflow.run_overview');
 RESET ROLE;
 
 SELECT * FROM finish();

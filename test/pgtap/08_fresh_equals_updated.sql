@@ -314,9 +314,9 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 60, column 93, comment 5, config_dump 8, constraint 11, enum 5, extension 1, '
-          'function 27, index 19, init_privs 36, member 40, policy 7, relation 27, schema 1, '
-          'sequence 1, trigger 7, type 24',
+          'acl 70, column 124, comment 9, config_dump 8, constraint 11, enum 5, extension 1, '
+          'function 28, index 19, init_privs 40, member 44, policy 7, relation 30, rule 3, '
+          'schema 1, sequence 1, trigger 7, type 30',
           'the fresh description: so many facts of each kind');
 
 -- Kind by kind: what the updated install has that the fresh one lacks is
