@@ -21,6 +21,8 @@ OBJS = \
 	src/cancel.o \
 	src/triggers.o \
 	src/purge.o \
+	src/history.o \
+	src/run_history.o \
 	src/privilege.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))

@@ -36,7 +36,8 @@ static int32 CancelSteps(const pg_uuid_t *run_id, Datum reason,
 						 const char *nulls);
 static void CancelJobs(Datum *job_ids, uint64 njobs, Datum reason,
 					   const char *nulls);
-static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled);
+static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled,
+							  const char *from, const char *reason);
 
 static const char *live_jobs_sql_base =
 	"SELECT j.id FROM workflow.job_queue j"
@@ -110,20 +111,32 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
 {
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
-		"UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
+		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
 		" status_reason = '" WF_REASON_RUN_CANCELED "',"
 		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
 		" last_error_message = $2,"
 		" finished_at = pg_catalog.statement_timestamp(),"
+		" history_gap = s.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.workflow_run_id" OP("=") "$1"
-		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])";
-	static const Oid steps_types[2] = {UUIDOID, TEXTOID};
-	Datum		values[2];
+		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
+		" RETURNING s.workflow_run_id, s.step_key),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
+		"  pg_catalog.jsonb_build_object('error_code', '" WF_REASON_RUN_CANCELED "'::pg_catalog.text,"
+		"  'reason', $2)"
+		"  FROM u WHERE $3)"
+		" SELECT 1 FROM u";
+	static const Oid steps_types[3] = {UUIDOID, TEXTOID, BOOLOID};
+	Datum		values[3];
+	char		step_nulls[3] = "   ";
 
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = reason;
-	WfExecuteAsEngine(&steps_plan, steps_sql, 2, steps_types, values, nulls);
+	step_nulls[1] = nulls[1];
+	values[2] = BoolGetDatum(WfHistoryRecordsSteps());
+	WfExecuteAsEngine(&steps_plan, steps_sql, 3, steps_types, values,
+					  step_nulls);
 	return (int32) SPI_processed;
 }
 
@@ -154,7 +167,8 @@ CancelJobs(Datum *job_ids, uint64 njobs, Datum reason, const char *nulls)
  * its final counters and its finish time; and notifies that it finished.
  */
 static void
-FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled)
+FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
+				  const char *reason)
 {
 	static SPIPlanPtr shards_plan = NULL;
 	static const char *shards_sql =
@@ -176,6 +190,7 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled)
 		" steps_active = 0, steps_waiting = 0, steps_blocked = 0,"
 		" result = NULL,"
 		" finished_at = pg_catalog.statement_timestamp(),"
+		" history_gap = r.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM (SELECT COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4 AS succeeded,"
 		"  COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4 AS failed,"
@@ -183,18 +198,24 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled)
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "$1) t"
 		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
-	static const Oid finish_types[2] = {UUIDOID, INT4OID};
-	Datum		values[2];
+	static const Oid finish_types[3] = {UUIDOID, INT4OID, BOOLOID};
+	Datum		values[3];
 	pg_uuid_t	org;
 	bool		has_org;
+	StringInfoData detail;
 
 	values[0] = UUIDPGetDatum(run_id);
 	WfExecute(&shards_plan, shards_sql, 1, shards_types, values, NULL,
 			  false, 0);
 	values[1] = Int32GetDatum(ncanceled);
-	WfExecute(&finish_plan, finish_sql, 2, finish_types, values, NULL,
+	values[2] = BoolGetDatum(WfHistoryRecordsRuns());
+	WfExecute(&finish_plan, finish_sql, 3, finish_types, values, NULL,
 			  false, 0);
 	has_org = WfResultUuid(0, 1, &org);
+	WfDetailBegin(&detail);
+	WfDetailText(&detail, "from", from);
+	WfDetailText(&detail, "reason", reason);
+	WfRecordRunEvent(run_id, "run_canceled", WfDetailEnd(&detail));
 	WfNotifyRunTerminal(run_id, has_org ? &org : NULL, "CANCELED");
 }
 
@@ -252,7 +273,7 @@ CancelRun(PG_FUNCTION_ARGS)
 		CancelJobs(job_ids, njobs, reason_value, nulls);
 
 	/* 6. its counter shards, if any, then the run, once, last */
-	FinishCanceledRun(run_id, ncanceled);
+	FinishCanceledRun(run_id, ncanceled, status, reason);
 	SPI_finish();
 	PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
 }

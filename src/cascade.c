@@ -590,7 +590,7 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 {
 	static SPIPlanPtr update_plan = NULL;
 	static const char *update_sql =
-		"UPDATE workflow.workflow_steps s SET"
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
 		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
 		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
 		" status = CASE"
@@ -610,12 +610,23 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		"  THEN '" WF_REASON_DEPENDENCY_UNSATISFIED "' ELSE s.last_error_code END,"
 		" last_error_message = CASE WHEN $4" OP("=") "2"
 		"  THEN 'a prerequisite did not succeed' ELSE s.last_error_message END,"
+		" history_gap = s.history_gap OR ($4" OP("<>") "0 AND NOT $5),"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE s.id" OP("=") "ANY ($1)";
-	static const Oid update_types[4] = {UUIDARRAYOID, INT4OID, INT4OID,
-	INT4OID};
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" RETURNING s.workflow_run_id, s.step_key, s.job_id),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key,"
+		"  CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
+		"  CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
+		"  \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
+		"  WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
+		"  ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END"
+		"  FROM u WHERE $5 AND $4" OP("<>") "0)"
+		" SELECT 1 FROM u";
+	static const Oid update_types[5] = {UUIDARRAYOID, INT4OID, INT4OID,
+	INT4OID, BOOLOID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);
-	Datum		values[4];
+	Datum		values[5];
 	int			ret;
 
 	for (int i = 0; i < n; i++)
@@ -624,10 +635,11 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 	values[1] = Int32GetDatum(done);
 	values[2] = Int32GetDatum(unsatisfied);
 	values[3] = Int32GetDatum((int32) outcome);
+	values[4] = BoolGetDatum(WfHistoryRecordsSteps());
 
-	ret = WfExecuteAsEngine(&update_plan, update_sql, 4, update_types, values,
+	ret = WfExecuteAsEngine(&update_plan, update_sql, 5, update_types, values,
 							NULL);
-	if (ret != SPI_OK_UPDATE || SPI_processed != (uint64) n)
+	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
 				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));

@@ -210,17 +210,24 @@ CompleteStep(const ExternalCompletion *c, const pg_uuid_t *step_id)
 {
 	static SPIPlanPtr update_plan = NULL;
 	static const char *update_sql =
-		"UPDATE workflow.workflow_steps s SET"
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
 		" status = $2::workflow.step_status, output = $3,"
 		" status_reason = $4, last_error_code = $5, last_error_message = $6,"
 		" completed_externally = true,"
 		" finished_at = pg_catalog.statement_timestamp(),"
+		" history_gap = s.history_gap OR NOT $7,"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE s.id" OP("=") "$1 RETURNING s.*";
-	static const Oid update_types[6] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
-	TEXTOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6];
+		" WHERE s.id" OP("=") "$1 RETURNING s.*),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, 'external_completed',"
+		"  pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object("
+		"  'status', $2, 'role', $8, 'error_code', $5, 'reason', $4))"
+		"  FROM u WHERE $7)"
+		" SELECT u.* FROM u";
+	static const Oid update_types[8] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
+	TEXTOID, TEXTOID, BOOLOID, TEXTOID};
+	Datum		values[8];
+	char		nulls[8];
 
 	if (!WfLockRunRelease(c->run_id, false, false))
 		ereport(ERROR,
@@ -240,7 +247,9 @@ CompleteStep(const ExternalCompletion *c, const pg_uuid_t *step_id)
 	nulls[4] = c->code ? ' ' : 'n';
 	values[5] = c->message ? CStringGetTextDatum(c->message) : (Datum) 0;
 	nulls[5] = c->message ? ' ' : 'n';
-	WfExecuteAsEngine(&update_plan, update_sql, 6, update_types, values,
+	values[6] = BoolGetDatum(WfHistoryRecordsSteps());
+	values[7] = CStringGetTextDatum(WfCallCallerName());
+	WfExecuteAsEngine(&update_plan, update_sql, 8, update_types, values,
 					  nulls);
 }
 

@@ -340,6 +340,18 @@ EndCall(const WfCall *call)
 	call_orgs = call->saved_orgs;
 }
 
+/*
+ * WfCallCallerName is the name of the role that made the call in progress
+ * (the current user before the switch to the owner), for the history.
+ */
+char *
+WfCallCallerName(void)
+{
+	if (!OidIsValid(call_caller))
+		return GetUserNameFromId(GetUserId(), false);
+	return GetUserNameFromId(call_caller, false);
+}
+
 /* Whether the call in progress is confined to some organizations. */
 bool
 WfCallConfined(void)

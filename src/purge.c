@@ -4,9 +4,9 @@
  *	  purge: deletion of finished runs and finished plain jobs, in bounded
  *	  batches, oldest first.
  *
- * A finished run goes with its steps, its edges and its jobs, all in the
- * caller's transaction, so a run is deleted whole or not at all.  Plain
- * jobs go on their own.  One call deletes at most batch_size runs and at
+ * A finished run goes with its steps, its edges, its jobs and its events
+ * (the history), all in the caller's transaction, so a run is deleted
+ * whole or not at all.  Plain jobs go on their own.  One call deletes at most batch_size runs and at
  * most batch_size plain jobs; a scheduler calls it, one transaction per
  * call, until it returns 0.
  *
@@ -230,8 +230,8 @@ LockRunRows(const pg_uuid_t *run_id)
 /*
  * DeleteRun deletes a run whose rows are all locked by us: jobs first
  * (found through the steps, so the unique (workflow_step_id, generation)
- * index serves), then edges, steps, counter shards and the run.  The
- * jobs' delete guard lets the engine through.
+ * index serves), then edges, steps, counter shards, the run's events and
+ * the run.  The guards of jobs and events let the engine through.
  */
 static void
 DeleteRun(const pg_uuid_t *run_id)
@@ -254,6 +254,10 @@ DeleteRun(const pg_uuid_t *run_id)
 	static const char *counters_sql =
 		"DELETE FROM workflow.workflow_run_counters c"
 		" WHERE c.workflow_run_id" OP("=") "$1";
+	static SPIPlanPtr events_plan = NULL;
+	static const char *events_sql =
+		"DELETE FROM workflow.workflow_events e"
+		" WHERE e.workflow_run_id" OP("=") "$1";
 	static SPIPlanPtr run_plan = NULL;
 	static const char *run_sql =
 		"DELETE FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
@@ -265,6 +269,7 @@ DeleteRun(const pg_uuid_t *run_id)
 	WfExecute(&edges_plan, edges_sql, 1, types, values, NULL, false, 0);
 	WfExecute(&steps_plan, steps_sql, 1, types, values, NULL, false, 0);
 	WfExecute(&counters_plan, counters_sql, 1, types, values, NULL, false, 0);
+	WfExecuteAsEngine(&events_plan, events_sql, 1, types, values, NULL);
 	WfExecute(&run_plan, run_sql, 1, types, values, NULL, false, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "purge: run %s vanished while its row was locked",

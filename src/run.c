@@ -209,23 +209,28 @@ InsertRunRow(NewRun *run)
 {
 	static SPIPlanPtr run_plan = NULL;
 	static const char *run_sql =
-		"INSERT INTO workflow.workflow_runs (id, organization_id, name,"
-		" definition, status, result_step_key, idempotency_key,"
+		"WITH r AS (INSERT INTO workflow.workflow_runs (id, organization_id,"
+		" name, definition, status, result_step_key, idempotency_key,"
 		" steps_total, steps_active, steps_waiting, steps_blocked,"
-		" counter_shards)"
+		" counter_shards, history_gap)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
-		" $10, $11, $12)"
+		" $10, $11, $12, NOT $14)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
-		" RETURNING id";
-	static const Oid run_types[12] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+		" RETURNING id),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT r.id, NULL, 'run_started', $13::pg_catalog.jsonb FROM r"
+		"  WHERE $14)"
+		" SELECT r.id FROM r";
+	static const Oid run_types[14] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-	INT4OID, INT2OID};
+	INT4OID, INT2OID, TEXTOID, BOOLOID};
 	WfDefinition *def = run->def;
-	Datum		values[12];
-	char		nulls[12];
+	Datum		values[14];
+	char		nulls[14];
 	bool		isnull;
 	const char *run_status;
+	StringInfoData detail;
 
 	run_status = WfComputeRunStatus(run->run_count[0], run->run_count[1],
 									run->run_count[2], 0, 0);
@@ -246,7 +251,12 @@ InsertRunRow(NewRun *run)
 	values[9] = Int32GetDatum(run->run_count[1]);
 	values[10] = Int32GetDatum(run->run_count[2]);
 	values[11] = Int16GetDatum((int16) def->counter_shards);
-	WfExecute(&run_plan, run_sql, 12, run_types, values, nulls, false, 0);
+	WfDetailBegin(&detail);
+	WfDetailText(&detail, "status", run_status);
+	WfDetailInt(&detail, "steps", def->nsteps);
+	values[12] = CStringGetTextDatum(WfDetailEnd(&detail));
+	values[13] = BoolGetDatum(WfHistoryRecordsRuns());
+	WfExecute(&run_plan, run_sql, 14, run_types, values, nulls, false, 0);
 	return SPI_processed > 0;
 }
 
@@ -298,15 +308,16 @@ InsertSteps(NewRun *run)
 {
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
-		"INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key,"
-		" execution_kind, job_type, organization_id, payload, priority,"
-		" max_attempts, timeout_seconds, stage, status, job_id, released_at,"
-		" dependency_count_total, dependency_count_pending, counter_shard)"
+		"WITH s AS (INSERT INTO workflow.workflow_steps (id, workflow_run_id,"
+		" step_key, execution_kind, job_type, organization_id, payload,"
+		" priority, max_attempts, timeout_seconds, stage, status, job_id,"
+		" released_at, dependency_count_total, dependency_count_pending,"
+		" counter_shard, history_gap)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
 		" CASE WHEN u.status" OP("<>") "'BLOCKED' THEN pg_catalog.statement_timestamp() END,"
-		" u.deps, u.deps, u.shard"
+		" u.deps, u.deps, u.shard, u.status" OP("<>") "'BLOCKED' AND NOT $16"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -321,14 +332,20 @@ InsertSteps(NewRun *run)
 		" pg_catalog.unnest($14::pg_catalog.int4[]),"
 		" pg_catalog.unnest($15::pg_catalog.int2[]))"
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
-		" timeout_seconds, stage, status, job_id, deps, shard)";
-	static const Oid steps_types[15] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+		" timeout_seconds, stage, status, job_id, deps, shard)"
+		" RETURNING workflow_run_id, step_key, status, job_id)"
+		" " WF_INSERT_EVENTS
+		" SELECT s.workflow_run_id, s.step_key, 'step_released',"
+		"  CASE WHEN s.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
+		"  ELSE pg_catalog.jsonb_build_object('job_id', s.job_id) END"
+		" FROM s WHERE $16 AND s.status" OP("<>") "'BLOCKED'";
+	static const Oid steps_types[16] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
-	INT4ARRAYOID, INT2ARRAYOID};
+	INT4ARRAYOID, INT2ARRAYOID, BOOLOID};
 	int			n = run->def->nsteps;
-	Datum		values[15];
-	char		nulls[15];
+	Datum		values[16];
+	char		nulls[16];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -347,7 +364,8 @@ InsertSteps(NewRun *run)
 	values[12] = WfArray(run->job_ids, run->job_id_nulls, n, UUIDOID);
 	values[13] = WfArray(run->deps, NULL, n, INT4OID);
 	values[14] = WfArray(run->step_shards, NULL, n, INT2OID);
-	WfExecute(&steps_plan, steps_sql, 15, steps_types, values, nulls, false, 0);
+	values[15] = BoolGetDatum(WfHistoryRecordsSteps());
+	WfExecute(&steps_plan, steps_sql, 16, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */

@@ -67,6 +67,20 @@ WfPreparedPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 }
 
 /*
+ * WfOpenCursor opens a read-only cursor over a cached statement, for a
+ * result too large to fetch at once.
+ */
+Portal
+WfOpenCursor(SPIPlanPtr *plan, const char *sql, int nargs,
+			 const Oid *argtypes, Datum *values, const char *nulls)
+{
+	SPIPlanPtr	p = WfPreparedPlanOptions(plan, sql, nargs, argtypes,
+										  CURSOR_OPT_NO_SCROLL);
+
+	return SPI_cursor_open(NULL, p, values, nulls, true);
+}
+
+/*
  * WfExecuteGeneric is WfExecute for a statement whose best plan does not
  * depend on its parameter values: it always runs the generic plan.  The
  * plan cache would otherwise keep planning it afresh on every call when

@@ -80,7 +80,8 @@ static void SumShards(const pg_uuid_t *run_id, int32 *succeeded,
 					  int32 *failed, int32 *canceled);
 static char *UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts);
 static void FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts);
-static void SetRunStatus(const pg_uuid_t *run_id, const char *new_status);
+static void SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
+						 const char *new_status);
 static void ApplyRunDelta(const RunDeltaEntry *entry, bool sharded);
 static void ApplyShardDelta(const RunDeltaEntry *entry,
 							RunDeltaEntry *run_delta, bool late);
@@ -359,10 +360,12 @@ FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts)
 
 /*
  * SetRunStatus writes a run's new status, with its finish time and result
- * when it enters a terminal status, and then notifies that it finished.
+ * when it enters a terminal status, records the change in the history,
+ * and then notifies that the run finished.
  */
 static void
-SetRunStatus(const pg_uuid_t *run_id, const char *new_status)
+SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
+			 const char *new_status)
 {
 	static SPIPlanPtr status_plan = NULL;
 	static const char *status_sql =
@@ -372,25 +375,32 @@ SetRunStatus(const pg_uuid_t *run_id, const char *new_status)
 		" result = CASE WHEN $2" OP("=") "'SUCCEEDED' THEN"
 		"  (SELECT s.output FROM workflow.workflow_steps s"
 		"   WHERE s.workflow_run_id" OP("=") "r.id"
-		"   AND s.step_key" OP("=") "r.result_step_key) END"
+		"   AND s.step_key" OP("=") "r.result_step_key) END,"
+		" history_gap = r.history_gap OR NOT $4"
 		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
-	static const Oid status_types[3] = {UUIDOID, TEXTOID, BOOLOID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
+	static const Oid status_types[4] = {UUIDOID, TEXTOID, BOOLOID, BOOLOID};
+	Datum		values[4];
+	char		nulls[4] = "    ";
 	bool		terminal = WfRunStatusTerminal(new_status);
+	pg_uuid_t	org;
+	bool		has_org;
+	StringInfoData detail;
 
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(new_status);
 	values[2] = BoolGetDatum(terminal);
-	WfExecute(&status_plan, status_sql, 3, status_types, values, nulls,
+	values[3] = BoolGetDatum(WfHistoryRecordsRuns());
+	WfExecute(&status_plan, status_sql, 4, status_types, values, nulls,
 			  false, 0);
-	if (terminal)
-	{
-		pg_uuid_t	org;
-		bool		has_org = WfResultUuid(0, 1, &org);
+	has_org = WfResultUuid(0, 1, &org);
 
+	WfDetailBegin(&detail);
+	WfDetailText(&detail, "from", old_status);
+	WfDetailText(&detail, "to", new_status);
+	WfRecordRunEvent(run_id, "run_status_changed", WfDetailEnd(&detail));
+
+	if (terminal)
 		WfNotifyRunTerminal(run_id, has_org ? &org : NULL, new_status);
-	}
 }
 
 /*
@@ -424,7 +434,7 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 						WfUuidString(&entry->run_id)),
 				 errdetail("Its status was %s; its counters now say %s.",
 						   old_status, new_status)));
-	SetRunStatus(&entry->run_id, new_status);
+	SetRunStatus(&entry->run_id, old_status, new_status);
 }
 
 /*

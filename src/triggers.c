@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * triggers.c
- *	  Triggers on job_queue and workflow_steps.
+ *	  Triggers on job_queue, workflow_steps and workflow_events.
  *
  * job_queue_sync_step (AFTER UPDATE, per row) notes how a job's step
  * follows its job: a claim makes it RUNNING, a retry or release ENQUEUED,
@@ -9,8 +9,11 @@
  * UPDATE, per statement) writes the noted steps, in one statement when
  * there are several, reports the terminal ones to the cascade, and runs
  * the cascade and the run counters once for the whole statement.  This
- * holds for direct UPDATEs of job_queue too.  The guards refuse writes that
- * would corrupt state, unless the engine itself is writing (xact_state.c).
+ * holds for direct UPDATEs of job_queue too.  Each move's history event
+ * (history.c) is decided from the job's row before and after, and written
+ * by the statement that writes the move.  The guards refuse writes that
+ * would corrupt state or rewrite the history, unless the engine itself is
+ * writing (xact_state.c).
  *
  * A step follows its job in SyncStepClaimed, SyncStepRequeued and
  * SyncStepTerminal, or, for several moves in one statement, SyncSteps.
@@ -39,6 +42,7 @@ PG_FUNCTION_INFO_V1(workflow_job_queue_sync_step);
 PG_FUNCTION_INFO_V1(workflow_job_queue_finish_statement);
 PG_FUNCTION_INFO_V1(workflow_job_queue_guard);
 PG_FUNCTION_INFO_V1(workflow_workflow_steps_guard);
+PG_FUNCTION_INFO_V1(workflow_workflow_events_guard);
 
 /*
  * A step move noted by the row trigger: the step's new status (RUNNING,
@@ -62,6 +66,8 @@ typedef struct StepSync
 	const char *to;
 	Datum		values[4];		/* output, error code, error message, started_at */
 	bool		nulls[4];
+	const char *event;			/* its history event, NULL if not recorded */
+	char	   *detail;			/* the event's detail, JSON */
 	SubTransactionId subid;
 } StepSync;
 
@@ -84,10 +90,15 @@ static Datum GetColumn(HeapTuple tuple, TupleDesc desc, const char *name,
 static void CheckTrigger(FunctionCallInfo fcinfo, const char *name);
 static void NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
 						 const pg_uuid_t *run_id, const char *to,
-						 HeapTuple newtup, TupleDesc desc);
+						 HeapTuple oldtup, HeapTuple newtup, TupleDesc desc);
+static void NoteStepEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
+						  TupleDesc desc);
+static void RequeueEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
+						 TupleDesc desc, StringInfo detail);
 static bool IsTerminalSync(const StepSync *sync);
 static bool HasRepeatedStep(const StepSync *items, int n);
 static void FlushStepSyncs(void);
+static void SyncEventValues(const StepSync *sync, Datum *values, char *nulls);
 static void SyncStepClaimed(const StepSync *sync);
 static void SyncStepRequeued(const StepSync *sync);
 static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
@@ -167,8 +178,8 @@ WfTriggersInit(void)
  */
 static void
 NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
-			 const pg_uuid_t *run_id, const char *to, HeapTuple newtup,
-			 TupleDesc desc)
+			 const pg_uuid_t *run_id, const char *to, HeapTuple oldtup,
+			 HeapTuple newtup, TupleDesc desc)
 {
 	static const char *const columns[4] = {"output", "last_error_code",
 	"last_error_message", "started_at"};
@@ -205,7 +216,110 @@ NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
 		sync->values[i] = sync->nulls[i] ? (Datum) 0 :
 			datumCopy(d, att->attbyval, att->attlen);
 	}
+	NoteStepEvent(sync, oldtup, newtup, desc);
 	MemoryContextSwitchTo(old);
+}
+
+/* Reads an integer column of a job_queue tuple. */
+static int32
+GetInt32Column(HeapTuple tuple, TupleDesc desc, const char *name)
+{
+	bool		isnull;
+	Datum		d = GetColumn(tuple, desc, name, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/* Reads a text column of a job_queue tuple, NULL when null. */
+static char *
+GetTextColumn(HeapTuple tuple, TupleDesc desc, const char *name)
+{
+	bool		isnull;
+	Datum		d = GetColumn(tuple, desc, name, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * NoteStepEvent sets the history event of a step move, with its detail,
+ * from the job's row before and after the move; the event stays NULL when
+ * workflow.history does not record it.  Only cancel_job's cancellation
+ * is an operator action, recorded at the level "runs" too.
+ */
+static void
+NoteStepEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
+			  TupleDesc desc)
+{
+	char	   *code = GetTextColumn(newtup, desc, "last_error_code");
+	bool		operator_action = strcmp(sync->to, "CANCELED") == 0 &&
+		WfTextEqual(code, WF_JOB_CANCELED);
+	StringInfoData detail;
+
+	sync->event = NULL;
+	sync->detail = NULL;
+	if (!WfHistoryRecordsSteps() &&
+		!(operator_action && WfHistoryRecordsRuns()))
+		return;
+
+	WfDetailBegin(&detail);
+	if (strcmp(sync->to, "ENQUEUED") == 0)
+		RequeueEvent(sync, oldtup, newtup, desc, &detail);
+	else
+	{
+		WfDetailInt(&detail, "attempt", GetInt32Column(newtup, desc, "attempt"));
+		if (strcmp(sync->to, "RUNNING") == 0)
+		{
+			sync->event = "step_started";
+			WfDetailText(&detail, "worker_id",
+						 GetTextColumn(newtup, desc, "worker_id"));
+		}
+		else if (strcmp(sync->to, "SUCCEEDED") == 0)
+			sync->event = "step_succeeded";
+		else
+		{
+			sync->event = strcmp(sync->to, "FAILED") == 0 ?
+				"step_failed" : "step_canceled";
+			WfDetailText(&detail, "error_code", code);
+			WfDetailText(&detail, strcmp(sync->to, "FAILED") == 0 ?
+						 "error_message" : "reason",
+						 GetTextColumn(newtup, desc, "last_error_message"));
+		}
+	}
+	sync->detail = WfDetailEnd(&detail);
+}
+
+/*
+ * RequeueEvent tells apart the three ways a running job is queued again:
+ * release_job gives its attempt back (step_returned), reap_expired records
+ * the expired lease (step_lease_expired), fail_job retries
+ * (step_retried).
+ */
+static void
+RequeueEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
+			 TupleDesc desc, StringInfo detail)
+{
+	int32		attempt = GetInt32Column(oldtup, desc, "attempt");
+	char	   *code = GetTextColumn(newtup, desc, "last_error_code");
+	bool		isnull;
+	Datum		run_at = GetColumn(newtup, desc, "run_at", &isnull);
+
+	WfDetailInt(detail, "attempt", attempt);
+	if (GetInt32Column(newtup, desc, "attempt") < attempt)
+		sync->event = "step_returned";
+	else if (WfTextEqual(code, WF_REASON_LEASE_EXPIRED))
+		sync->event = "step_lease_expired";
+	else
+	{
+		sync->event = "step_retried";
+		WfDetailText(detail, "error_code", code);
+		WfDetailText(detail, "error_message",
+					 GetTextColumn(newtup, desc, "last_error_message"));
+	}
+	if (strcmp(sync->event, "step_retried") != 0)
+		WfDetailText(detail, "worker_id",
+					 GetTextColumn(oldtup, desc, "worker_id"));
+	if (!isnull)
+		WfDetailTimestamp(detail, "run_at", DatumGetTimestampTz(run_at));
 }
 
 /* workflow_job_queue_sync_step notes how a job's step follows the job. */
@@ -268,7 +382,7 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 			elog(ERROR, "job_queue_sync_step: unexpected job status \"%s\"",
 				 new_status);
 	}
-	NoteStepSync(&step_id, &job_id, &run_id, to, newtup, desc);
+	NoteStepSync(&step_id, &job_id, &run_id, to, oldtup, newtup, desc);
 
 	return PointerGetDatum(NULL);
 }
@@ -344,20 +458,39 @@ FlushStepSyncs(void)
 		SyncReset();
 }
 
+/* SyncEventValues sets a move's event and detail parameters. */
+static void
+SyncEventValues(const StepSync *sync, Datum *values, char *nulls)
+{
+	if (sync->event == NULL)
+	{
+		nulls[0] = nulls[1] = 'n';
+		return;
+	}
+	values[0] = CStringGetTextDatum(sync->event);
+	values[1] = CStringGetTextDatum(sync->detail);
+}
+
 /* A claimed job's step runs; started_at is kept from the first attempt. */
 static void
 SyncStepClaimed(const StepSync *sync)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.workflow_steps SET status = 'RUNNING',"
+		"WITH s AS (UPDATE workflow.workflow_steps SET status = 'RUNNING',"
 		" started_at = COALESCE(started_at, $2),"
+		" history_gap = history_gap OR $5 IS NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1 AND status" OP("=") "'ENQUEUED'"
-		" AND job_id" OP("=") "$3 AND workflow_run_id" OP("=") "$4";
-	static const Oid types[4] = {UUIDOID, TIMESTAMPTZOID, UUIDOID, UUIDOID};
-	Datum		values[4];
-	char		nulls[4] = "    ";
+		" AND job_id" OP("=") "$3 AND workflow_run_id" OP("=") "$4"
+		" RETURNING workflow_run_id, step_key)"
+		" " WF_INSERT_EVENTS
+		" SELECT s.workflow_run_id, s.step_key, $5, $6::pg_catalog.jsonb FROM s"
+		" WHERE $5 IS NOT NULL";
+	static const Oid types[6] = {UUIDOID, TIMESTAMPTZOID, UUIDOID, UUIDOID,
+	TEXTOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = "      ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
 	values[2] = UUIDPGetDatum(&sync->job_id);
@@ -365,7 +498,8 @@ SyncStepClaimed(const StepSync *sync)
 	values[1] = sync->values[SYNC_STARTED_AT];
 	if (sync->nulls[SYNC_STARTED_AT])
 		nulls[1] = 'n';
-	WfExecuteAsEngine(&plan, sql, 4, types, values, nulls);
+	SyncEventValues(sync, values + 4, nulls + 4);
+	WfExecuteAsEngine(&plan, sql, 6, types, values, nulls);
 }
 
 /* A retried, released or reaped job's step is ENQUEUED again. */
@@ -374,15 +508,21 @@ SyncStepRequeued(const StepSync *sync)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.workflow_steps SET status = 'ENQUEUED',"
+		"WITH s AS (UPDATE workflow.workflow_steps SET status = 'ENQUEUED',"
 		" last_error_code = COALESCE($2, last_error_code),"
 		" last_error_message = COALESCE($3, last_error_message),"
+		" history_gap = history_gap OR $6 IS NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1 AND status" OP("=") "'RUNNING'"
-		" AND job_id" OP("=") "$4 AND workflow_run_id" OP("=") "$5";
-	static const Oid types[5] = {UUIDOID, TEXTOID, TEXTOID, UUIDOID, UUIDOID};
-	Datum		values[5];
-	char		nulls[5] = "     ";
+		" AND job_id" OP("=") "$4 AND workflow_run_id" OP("=") "$5"
+		" RETURNING workflow_run_id, step_key)"
+		" " WF_INSERT_EVENTS
+		" SELECT s.workflow_run_id, s.step_key, $6, $7::pg_catalog.jsonb FROM s"
+		" WHERE $6 IS NOT NULL";
+	static const Oid types[7] = {UUIDOID, TEXTOID, TEXTOID, UUIDOID, UUIDOID,
+	TEXTOID, TEXTOID};
+	Datum		values[7];
+	char		nulls[7] = "       ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
 	values[3] = UUIDPGetDatum(&sync->job_id);
@@ -393,7 +533,8 @@ SyncStepRequeued(const StepSync *sync)
 	values[2] = sync->values[SYNC_ERROR_MSG];
 	if (sync->nulls[SYNC_ERROR_MSG])
 		nulls[2] = 'n';
-	WfExecuteAsEngine(&plan, sql, 5, types, values, nulls);
+	SyncEventValues(sync, values + 5, nulls + 5);
+	WfExecuteAsEngine(&plan, sql, 7, types, values, nulls);
 }
 
 /*
@@ -406,7 +547,7 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.workflow_steps SET"
+		"WITH s AS (UPDATE workflow.workflow_steps SET"
 		" status = $2::workflow.step_status,"
 		" output = CASE WHEN $2" OP("=") "'SUCCEEDED' THEN $3 END,"
 		" last_error_code = $4,"
@@ -415,15 +556,21 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 		"  THEN '" WF_JOB_CANCELED "' END,"
 		" started_at = COALESCE(started_at, $6),"
 		" finished_at = pg_catalog.statement_timestamp(),"
+		" history_gap = history_gap OR $9 IS NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1"
 		" AND status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])"
 		" AND job_id" OP("=") "$7 AND workflow_run_id" OP("=") "$8"
-		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4";
-	static const Oid types[8] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
-	TEXTOID, TIMESTAMPTZOID, UUIDOID, UUIDOID};
-	Datum		values[8];
-	char		nulls[8] = "        ";
+		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4 AS shard,"
+		" step_key),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT s.workflow_run_id, s.step_key, $9, $10::pg_catalog.jsonb FROM s"
+		" WHERE $9 IS NOT NULL)"
+		" SELECT s.workflow_run_id, s.shard FROM s";
+	static const Oid types[10] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
+	TEXTOID, TIMESTAMPTZOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID};
+	Datum		values[10];
+	char		nulls[10] = "          ";
 
 	values[0] = UUIDPGetDatum(&sync->step_id);
 	values[6] = UUIDPGetDatum(&sync->job_id);
@@ -435,8 +582,9 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 		if (sync->nulls[i])
 			nulls[2 + i] = 'n';
 	}
+	SyncEventValues(sync, values + 8, nulls + 8);
 
-	WfExecuteAsEngine(&plan, sql, 8, types, values, nulls);
+	WfExecuteAsEngine(&plan, sql, 10, types, values, nulls);
 	if (SPI_processed == 0)
 		return false;
 	WfResultUuid(0, 1, run_id);
@@ -487,7 +635,7 @@ SyncSteps(const StepSync *items, int n)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.workflow_steps s SET"
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
 		" status = x.status::workflow.step_status,"
 		" output = CASE WHEN x.status" OP("=") "'SUCCEEDED' THEN x.output"
 		"  WHEN x.status" OP("=") "ANY ('{RUNNING,ENQUEUED}'::pg_catalog.text[])"
@@ -506,6 +654,7 @@ SyncSteps(const StepSync *items, int n)
 		" finished_at = CASE"
 		"  WHEN x.status" OP("=") "ANY ('{RUNNING,ENQUEUED}'::pg_catalog.text[])"
 		"  THEN s.finished_at ELSE pg_catalog.statement_timestamp() END,"
+		" history_gap = s.history_gap OR x.event IS NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
 		"  pg_catalog.unnest($2::pg_catalog.text[]),"
@@ -514,21 +663,30 @@ SyncSteps(const StepSync *items, int n)
 		"  pg_catalog.unnest($5::pg_catalog.text[]),"
 		"  pg_catalog.unnest($6::pg_catalog.timestamptz[]),"
 		"  pg_catalog.unnest($7::pg_catalog.uuid[]),"
-		"  pg_catalog.unnest($8::pg_catalog.uuid[]))"
-		"  AS x(id, status, output, code, message, started_at, job_id, run_id)"
+		"  pg_catalog.unnest($8::pg_catalog.uuid[]),"
+		"  pg_catalog.unnest($9::pg_catalog.text[]),"
+		"  pg_catalog.unnest($10::pg_catalog.text[]))"
+		"  AS x(id, status, output, code, message, started_at, job_id, run_id,"
+		"  event, detail)"
 		" WHERE s.id" OP("=") "x.id"
 		" AND s.job_id" OP("=") "x.job_id AND s.workflow_run_id" OP("=") "x.run_id"
 		" AND CASE WHEN x.status" OP("=") "'RUNNING' THEN s.status" OP("=") "'ENQUEUED'"
 		"  WHEN x.status" OP("=") "'ENQUEUED' THEN s.status" OP("=") "'RUNNING'"
 		"  ELSE s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[]) END"
-		" RETURNING s.id, s.workflow_run_id, s.counter_shard::pg_catalog.int4, x.status";
-	static const Oid types[8] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
+		" RETURNING s.id, s.workflow_run_id,"
+		"  s.counter_shard::pg_catalog.int4 AS shard, x.status, s.step_key,"
+		"  x.event, x.detail),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, u.event, u.detail::pg_catalog.jsonb"
+		"  FROM u WHERE u.event IS NOT NULL)"
+		" SELECT u.id, u.workflow_run_id, u.shard, u.status FROM u";
+	static const Oid types[10] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
 	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID,
-	UUIDARRAYOID};
-	Datum		values[8];
+	UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[10];
 
 	SyncStepsValues(items, n, values);
-	WfExecuteAsEngine(&plan, sql, 8, types, values, NULL);
+	WfExecuteAsEngine(&plan, sql, 10, types, values, NULL);
 	NoteSyncedTerminal();
 }
 
@@ -559,6 +717,15 @@ SyncStepsValues(const StepSync *items, int n, Datum *values)
 	for (int i = 0; i < n; i++)
 		ids[i] = UUIDPGetDatum(&items[i].run_id);
 	values[7] = WfArray(ids, NULL, n, UUIDOID);
+	for (int i = 0; i < n; i++)
+	{
+		col_nulls[i] = items[i].event == NULL;
+		cols[i] = col_nulls[i] ? (Datum) 0 : CStringGetTextDatum(items[i].event);
+	}
+	values[8] = WfArray(cols, col_nulls, n, TEXTOID);
+	for (int i = 0; i < n; i++)
+		cols[i] = col_nulls[i] ? (Datum) 0 : CStringGetTextDatum(items[i].detail);
+	values[9] = WfArray(cols, col_nulls, n, TEXTOID);
 	for (int c = 0; c < 4; c++)
 	{
 		for (int i = 0; i < n; i++)
@@ -711,4 +878,26 @@ workflow_workflow_steps_guard(PG_FUNCTION_ARGS)
 				 errmsg(WF_INTERNAL_STATE ": step status is changed only by the engine"),
 				 errhint("Use complete_job, fail_job, cancel_job, complete_external_step or cancel_run.")));
 	return PointerGetDatum(trigdata->tg_newtuple);
+}
+
+/*
+ * workflow_workflow_events_guard keeps the history append-only: only the
+ * engine deletes events (purge, with their run).
+ */
+Datum
+workflow_workflow_events_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	CheckTrigger(fcinfo, "workflow_events_guard");
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		elog(ERROR, "workflow_events_guard: must be fired before each statement");
+
+	if (!WfEngineWriting())
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": the event history is append-only"),
+				 errdetail("Events are deleted only with their run, by purge.")));
+	return PointerGetDatum(NULL);
 }

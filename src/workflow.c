@@ -34,6 +34,14 @@ int			wf_retry_max_delay_ms = 3600 * 1000;
 int			wf_counter_shards = 64;
 int			wf_counter_shard_min_width = 64;
 bool		wf_notify_per_organization = false;
+int			wf_history = WF_HISTORY_STEPS;
+
+static const struct config_enum_entry history_options[] = {
+	{"steps", WF_HISTORY_STEPS, false},
+	{"runs", WF_HISTORY_RUNS, false},
+	{"off", WF_HISTORY_OFF, false},
+	{NULL, 0, false}
+};
 
 void		_PG_init(void);
 
@@ -97,6 +105,11 @@ _PG_init(void)
 							 "Sends the run-terminal notification of a run with an organization on that organization's own channel.",
 							 "The channel is workflow_run_terminal_ followed by the organization id without dashes; runs without an organization keep workflow_run_terminal.",
 							 &wf_notify_per_organization, false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("workflow.history",
+							 "What the event history records: steps (every event), runs (run events and operator actions) or off.",
+							 "Superusers only, so that no caller can hide its own actions.",
+							 &wf_history, WF_HISTORY_STEPS, history_options,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("workflow");
 

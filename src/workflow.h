@@ -19,8 +19,10 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "errors.h"
@@ -65,6 +67,14 @@ extern int	wf_counter_shards;
 #define WF_MAX_COUNTER_SHARDS 1024
 extern int	wf_counter_shard_min_width;
 extern bool wf_notify_per_organization;
+
+typedef enum WfHistoryLevel
+{
+	WF_HISTORY_OFF = 0,
+	WF_HISTORY_RUNS,
+	WF_HISTORY_STEPS
+} WfHistoryLevel;
+extern int	wf_history;
 
 /* queue.c: the single-job calls; the job state claim.c and batch.c share */
 
@@ -173,6 +183,27 @@ extern bool WfRunStatusTerminal(const char *status);
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
 
+/* history.c: what the event history records; event details */
+
+/*
+ * The head of every INSERT of events; step events are written by a WITH
+ * query of the statement that moves the steps.
+ */
+#define WF_INSERT_EVENTS \
+	"INSERT INTO workflow.workflow_events" \
+	" (workflow_run_id, step_key, event_type, detail)"
+
+extern bool WfHistoryRecordsSteps(void);
+extern bool WfHistoryRecordsRuns(void);
+extern void WfRecordRunEvent(const pg_uuid_t *run_id, const char *event_type,
+							 const char *detail);
+extern void WfDetailBegin(StringInfo buf);
+extern void WfDetailText(StringInfo buf, const char *key, const char *value);
+extern void WfDetailInt(StringInfo buf, const char *key, int64 value);
+extern void WfDetailTimestamp(StringInfo buf, const char *key,
+							  TimestampTz value);
+extern char *WfDetailEnd(StringInfo buf);
+
 /* locks.c: the run release lock */
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
@@ -191,6 +222,7 @@ extern Datum WfCallAsOwner(PGFunction body, FunctionCallInfo fcinfo);
  */
 #define WF_OWNER_ENTRY(sqlfn, body) \
 	Datum sqlfn(PG_FUNCTION_ARGS) { return WfCallAsOwner(body, fcinfo); }
+extern char *WfCallCallerName(void);
 extern bool WfCallConfined(void);
 extern int	WfCallOrganizationCount(void);
 extern bool WfCallSeesOrganization(const pg_uuid_t *org);
@@ -234,6 +266,9 @@ extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
 extern int	WfExecuteGeneric(SPIPlanPtr *plan, const char *sql, int nargs,
 							 const Oid *argtypes, Datum *values,
 							 const char *nulls);
+extern Portal WfOpenCursor(SPIPlanPtr *plan, const char *sql, int nargs,
+						   const Oid *argtypes, Datum *values,
+						   const char *nulls);
 extern int	WfExecuteNowait(SPIPlanPtr *plan, const char *sql, int nargs,
 							const Oid *argtypes, Datum *values,
 							const char *nulls);
