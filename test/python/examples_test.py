@@ -20,7 +20,7 @@ a database of its own, and checks:
 
 Runs against the cluster in PGHOST/PGPORT/PGUSER/PGPASSWORD (a superuser),
 as scripts/test.sh runs it inside pg_virtualenv; prints one line
-"N passed, N failed".
+"N passed, N failed". EXAMPLES_CLIENTS=psql,node runs only those clients.
 """
 
 import json
@@ -344,7 +344,10 @@ def main():
 
     logroot = tempfile.mkdtemp(prefix="workflow-examples.")
     try:
+        only = os.environ.get("EXAMPLES_CLIENTS")
         for client in clients():
+            if only and client["name"] not in only.split(","):
+                continue
             print(f"# {client['name']}", flush=True)
             try:
                 test_client(client, passwords, steps, logroot)
