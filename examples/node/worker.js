@@ -149,7 +149,7 @@ async function handle(client, job) {
       case 'fail':
         await call(client, 'SELECT workflow.fail_job($1, $2, $3, $4, $5)',
           [job.id, job.lease_token, outcome.code, outcome.message, outcome.retryable]);
-        log(`failed ${what}: ${outcome.code} (${outcome.retryable ? 'retryable' : 'permanent'})`);
+        log(`failed ${what}: ${outcome.code} (retryable: ${outcome.retryable})`);
         break;
       case 'release':
         await call(client, 'SELECT workflow.release_job($1, $2)', [job.id, job.lease_token]);

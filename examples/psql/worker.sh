@@ -50,7 +50,7 @@ sql() {
 		ROWS=$(cat "$TMP/rows")
 		return 0
 	fi
-	ERROR_CODE=$(sed -n 's/^.*ERROR:  \([A-Za-z0-9_.]*\):.*$/\1/p' "$TMP/psql.err" | head -n 1)
+	ERROR_CODE=$(sed -n 's/^.*:  \([a-z_]*\.[a-z_]*\): .*$/\1/p' "$TMP/psql.err" | head -n 1)
 	[ -n "$ERROR_CODE" ] || ERROR_CODE="psql: $(head -n 1 "$TMP/psql.err")"
 	return 1
 }
@@ -92,15 +92,16 @@ stop_work() {
 }
 
 # Runs do_work in the background and heartbeats the lease every third of
-# timeout_seconds until it ends. Returns do_work's status, or 200 when the
-# job is gone (the heartbeat said job.lease_lost, job.canceled, ...) and
-# 201 on shutdown; then the work has been stopped.
+# timeout_seconds (at least every second) until it ends. Returns do_work's
+# status, or 200 when the job is gone (the heartbeat said job.lease_lost,
+# job.canceled, ...) and 201 on shutdown; then the work has been stopped.
 work_with_heartbeats() {
 	local id=$1 token=$2 timeout=$3 pid interval last beats=0
 	shift 3
 	do_work "$@" >"$TMP/out" 2>"$TMP/err" &
 	pid=$!
-	interval=$(((timeout + 2) / 3))
+	interval=$((timeout / 3))   # whole seconds: give its jobs 3 or more
+	((interval >= 1)) || interval=1
 	last=$SECONDS
 	while kill -0 "$pid" 2>/dev/null; do
 		if [ "$stopping" = 1 ]; then

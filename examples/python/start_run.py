@@ -106,8 +106,11 @@ def main():
         notified = {}
 
         def on_notify(n):
-            body = json.loads(n.payload)
-            notified[body["workflow_run_id"]] = body["status"]
+            try:
+                body = json.loads(n.payload)
+                notified[body["workflow_run_id"]] = body["status"]
+            except (ValueError, KeyError, TypeError):
+                print(f"unreadable notification: {n.payload}", file=sys.stderr)
 
         conn.add_notify_handler(on_notify)
         conn.execute(f"LISTEN {CHANNEL}")       # before start_run

@@ -161,7 +161,7 @@ def handle(conn, job, worker_id):
             _, code, message, retryable = outcome
             call(conn, "SELECT workflow.fail_job(%s, %s, %s, %s, %s)",
                  [job_id, token, code, message, retryable])
-            log(worker_id, f"failed {what}: {code} ({'retryable' if retryable else 'permanent'})")
+            log(worker_id, f"failed {what}: {code} (retryable: {retryable})")
         elif outcome[0] == "release":
             call(conn, "SELECT workflow.release_job(%s, %s)", [job_id, token])
             log(worker_id, f"released {what} for another worker")
