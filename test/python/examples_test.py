@@ -18,11 +18,17 @@ a database of its own, and checks:
 - SIGTERM makes each worker exit 0, and a job held at that moment is given
   back with release_job (QUEUED, attempt 0), not left to expire.
 
+And that docs/clients.md, which explains them, stays true to them: every
+python, javascript, bash and json block there is a verbatim excerpt of an
+example file, and every link leads to a file of the repository (and to a
+heading there, when it names one).
+
 Runs against the cluster in PGHOST/PGPORT/PGUSER/PGPASSWORD (a superuser),
 as scripts/test.sh runs it inside pg_virtualenv; prints one line
 "N passed, N failed". EXAMPLES_CLIENTS=psql,node runs only those clients.
 """
 
+import glob
 import json
 import os
 import re
@@ -145,6 +151,54 @@ def run_starter(client, env, key, logdir, label):
     with open(os.path.join(logdir, f"{label}.out"), "w") as f:
         f.write(out + "\n--- stderr\n" + err)
     return rc, out, err
+
+
+def github_slug(heading):
+    """The anchor a Markdown heading gets."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def check_docs():
+    path = os.path.join(ROOT, "docs", "clients.md")
+    with open(path) as f:
+        text = f.read()
+    sources = {"python": "python/*.py", "javascript": "node/*.js",
+               "bash": "psql/*.sh", "json": "definition.json"}
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S)
+    missing = []
+    checked = 0
+    for lang, body in blocks:
+        if lang not in sources:
+            continue
+        checked += 1
+        files = glob.glob(os.path.join(EXAMPLES, sources[lang]))
+        if not any(body in open(f).read() for f in files):
+            missing.append(f"```{lang} block not found in examples/"
+                           f"{sources[lang]}:\n{body}")
+    check("docs/clients.md: every code excerpt is in its example file, "
+          "word for word", checked >= 10 and not missing,
+          f"{checked} excerpts checked\n" + "\n".join(missing))
+
+    bad = []
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    for target in links:
+        where, _, anchor = target.partition("#")
+        if re.match(r"^[a-z][a-z0-9+.-]*:|^//", where, re.I):
+            bad.append(f"{target}: leaves the repository")
+            continue
+        file = os.path.normpath(os.path.join(os.path.dirname(path), where)) \
+            if where else path
+        if not file.startswith(ROOT + os.sep) or not os.path.exists(file):
+            bad.append(f"{target}: no such file in the repository")
+            continue
+        if anchor:
+            with open(file) as f:
+                slugs = {github_slug(m) for m in
+                         re.findall(r"^#{1,6} (.*)$", f.read(), re.M)}
+            if anchor not in slugs:
+                bad.append(f"{target}: no such heading")
+    check("docs/clients.md: every link leads to a file (and heading) of the "
+          "repository", links and not bad, "\n".join(bad))
 
 
 def worker_logs(workers):
@@ -341,6 +395,8 @@ def main():
     check("the examples log in as roles granted one workflow role each",
           granted == [(CLIENT_ROLE, ["workflow_client"]),
                       (WORKER_ROLE, ["workflow_worker"])], repr(granted))
+
+    check_docs()
 
     logroot = tempfile.mkdtemp(prefix="workflow-examples.")
     try:
