@@ -68,7 +68,12 @@ function waitForEnd(client, runId, notified, timeoutMs) {
           'SELECT * FROM workflow.run_counters($1)', [runId]);
         if (notified.has(runId)) return done([notified.get(runId), 'notified']);
         const status = rows.length ? finished(rows[0]) : null;
-        if (status) return done([status, 'run_counters']);
+        if (status) {
+          // The notification of an end we just saw may still be on its
+          // way; it does not come for a run that ended before LISTEN.
+          timer = setTimeout(() => done([status, 'run_counters']), 200);
+          return undefined;
+        }
         if (Date.now() >= deadline) return done([null, null]);
         timer = setTimeout(poll, Math.min(POLL_MS, deadline - Date.now()));
       } catch (err) {

@@ -72,6 +72,12 @@ def wait_for_end(conn, run_id, notified, timeout):
             return notified[run_id], "notified"
         status = finished(counters)
         if status:
+            # The notification of an end we just saw may still be on its
+            # way; it does not come for a run that ended before LISTEN.
+            select.select([conn.fileno()], [], [], 0.2)
+            conn.execute("SELECT 1")
+            if run_id in notified:
+                return notified[run_id], "notified"
             return status, "run_counters"
         select.select([conn.fileno()], [], [],
                       min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
