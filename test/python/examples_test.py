@@ -15,6 +15,7 @@ a database of its own, and checks:
 - the Python and Node starters learned the end from the run-terminal
   notification; a second start with the same idempotency key returns the
   same run, and there is one run for the key;
+- a long job canceled under its worker is dropped at the next heartbeat;
 - SIGTERM makes each worker exit 0, and a job held at that moment is given
   back with release_job (QUEUED, attempt 0), not left to expire.
 
@@ -209,6 +210,23 @@ def worker_logs(workers):
     return "\n".join(text)
 
 
+def hold_long_job(db):
+    """Enqueues a plain job of a minute with a 3-second lease and waits
+    until a worker holds it; returns its id and the worker's id (or None)."""
+    job_id = db.execute(
+        "SELECT workflow.enqueue('example.transform', '{\"work_seconds\": 60}',"
+        " timeout_seconds => 3)").fetchone()[0]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        row = db.execute(
+            "SELECT worker_id FROM workflow.job_queue"
+            " WHERE id = %s AND status = 'RUNNING'", [job_id]).fetchone()
+        if row:
+            return job_id, row[0]
+        time.sleep(0.1)
+    return job_id, None
+
+
 def test_client(client, passwords, steps, logroot):
     name = client["name"]
     if client.get("missing"):
@@ -325,18 +343,23 @@ def test_client(client, passwords, steps, logroot):
             [key]).fetchone()[0]
         check(f"{name}: one run for the key", count == 1, f"{count} runs")
 
-        # SIGTERM while one worker holds a long job.
-        job_id = db.execute(
-            "SELECT workflow.enqueue('example.transform', '{\"work_seconds\": 60}')"
-        ).fetchone()[0]
-        deadline = time.monotonic() + 15
-        holder = None
-        while time.monotonic() < deadline and holder is None:
-            holder = db.execute(
-                "SELECT worker_id FROM workflow.job_queue"
-                " WHERE id = %s AND status = 'RUNNING'", [job_id]).fetchone()
+        # A long job canceled under its worker: the next heartbeat says
+        # job.canceled, and the worker stops and drops it.
+        job_id, holder = hold_long_job(db)
+        check(f"{name}: a worker claims a long job", holder is not None,
+              worker_logs(workers))
+        db.execute("SELECT workflow.cancel_job(%s, 'canceled by the test')",
+                   [job_id])
+        deadline = time.monotonic() + 8
+        dropped = f"dropped example.transform job {job_id}"
+        while time.monotonic() < deadline and dropped not in worker_logs(workers):
             time.sleep(0.1)
-        check(f"{name}: a worker claims the long job", holder is not None,
+        check(f"{name}: the worker drops the job canceled under it",
+              dropped in worker_logs(workers), worker_logs(workers))
+
+        # SIGTERM while one worker holds a long job.
+        job_id, holder = hold_long_job(db)
+        check(f"{name}: a worker claims another long job", holder is not None,
               worker_logs(workers))
         time.sleep(0.5)     # into the work
         for w in workers:
