@@ -12,7 +12,9 @@
  * counter changes while the release lock is held exclusive, so the shards
  * are exact here.  The terminal check happens only under the release
  * lock.  Steps are canceled before jobs, so the job triggers find them
- * terminal and run no cascade, change no counter and notify nothing.
+ * terminal and run no cascade, change no counter, notify nothing and
+ * record no event: the steps' step_canceled events are written with them,
+ * and the run's run_canceled after the run row (history.c).
  *
  *-------------------------------------------------------------------------
  */

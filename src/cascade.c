@@ -20,7 +20,8 @@
  * the lock order (docs/reference.md, section 12).  Work is proportional to
  * the edges touched.  Dependents change state in one place,
  * UpdateDependentGroup: released (ENQUEUED with a new job, or
- * WAITING_FOR_EXTERNAL) or canceled.
+ * WAITING_FOR_EXTERNAL) or canceled, with their step_released or
+ * step_canceled events written by the same statement (history.c).
  *
  * Collected steps are dropped with a rolled-back subtransaction and at the
  * end of the transaction, through the hooks this file registers with

@@ -7,7 +7,9 @@
  * run's release lock, shared; if cancel_run holds it exclusive the call
  * raises workflow.release_conflict (40001) rather than wait while holding
  * the step row.  The cascade and run counters follow (cascade.c).  Only
- * the named step is locked: the cost does not grow with the run.
+ * the named step is locked: the cost does not grow with the run.  The
+ * statement that completes the step also writes its external_completed
+ * event (history.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -5,7 +5,9 @@
  *
  * Once definition.c has validated the whole definition, one INSERT each
  * writes the run, its steps, its counter shards, its edges and the jobs of
- * its root steps, with the run counters already right.  A run whose
+ * its root steps, with the run counters already right; the run's
+ * run_started and its root steps' step_released events are written by the
+ * same statements (history.c).  A run whose
  * idempotency key is taken is not written: the first run's id comes back
  * when its definition is the same.
  *

@@ -11,8 +11,8 @@
  * in ascending (run id, shard), the run row after its shards, as the last
  * step of a statement or API call.  These rows are the last locks of the
  * engine's lock order and are held until commit, so nothing slow runs
- * after them.  A run's status changes only in SetRunStatus and in
- * cancel_run (cancel.c).  Collected changes are dropped with a
+ * after them.  A run's status changes only in SetRunStatus, which records
+ * run_status_changed (history.c), and in cancel_run (cancel.c).  Collected changes are dropped with a
  * rolled-back subtransaction and at the end of the transaction, through
  * the hooks this file registers with xact_state.c.
  *

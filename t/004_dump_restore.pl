@@ -188,7 +188,9 @@ my $fingerprint_sql = join(
 		  . " || md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
 		  . " FROM workflow.$_ t"
 	} qw(job_queue workflow_runs workflow_steps workflow_step_dependencies
-	  organization_members));
+	  organization_members workflow_events));
+my $dump_last_event = sql($origin, 'postgres',
+	'SELECT max(id) FROM workflow.workflow_events');
 my $origin_fingerprint = sql($origin, 'postgres', $fingerprint_sql);
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -258,7 +260,7 @@ SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
        has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
   FROM pg_class c
  WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
-		't|6|f|t',
+		't|7|f|t',
 		"$label: row-level security and the grants are in place");
 }
 
@@ -283,7 +285,13 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
     UNION ALL
     SELECT 'job ' || job_type || ' ' || status || ' ' || payload::text || ' '
            || coalesce(output::text, '-') || ' ' || attempt
-      FROM workflow.job_queue WHERE workflow_step_id IS NULL) l};
+      FROM workflow.job_queue WHERE workflow_step_id IS NULL
+    UNION ALL
+    SELECT 'history ' || r.name || ' ' || string_agg(coalesce(e.step_key, '-') || ':'
+           || e.event_type || (e.detail - '{job_id,run_at}'::text[])::text, ' ' ORDER BY e.id)
+      FROM workflow.workflow_events e
+      JOIN workflow.workflow_runs r ON r.id = e.workflow_run_id
+     GROUP BY r.name) l};
 
 my %summary;
 for my $t (@targets)
@@ -376,6 +384,15 @@ SELECT count(*) FROM (
 		'0',
 		"$label: one job per step");
 	verify_is_clean($node, "$label at the end", $db);
+	is( sql(
+			$node, $db,
+			"SELECT count(*) FILTER (WHERE id <= $dump_last_event)"
+			  . " || '/' || (min(id) FILTER (WHERE id > $dump_last_event) IS NOT NULL)"
+			  . " FROM workflow.workflow_events"),
+		sql($origin, 'postgres',
+			"SELECT count(*) FROM workflow.workflow_events WHERE id <= $dump_last_event")
+		  . '/true',
+		"$label: the history goes on after the dump's last event id");
 	$summary{$label} = sql($node, $db, $summary_sql);
 }
 

@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(287);
+SELECT plan(307);
 
 CREATE SCHEMA wf_tap;
 
@@ -76,6 +76,7 @@ SELECT has_table('workflow', 'workflow_step_dependencies',
     'table workflow.workflow_step_dependencies exists');
 SELECT has_table('workflow', 'organization_members',
     'table workflow.organization_members exists');
+SELECT has_table('workflow', 'workflow_events', 'table workflow.workflow_events exists');
 
 CREATE TABLE wf_tap.contract_columns (
     n           serial PRIMARY KEY,
@@ -157,9 +158,16 @@ VALUES
 
     ('organization_members', 'role', 'pg_catalog', 'regrole'),
     ('organization_members', 'organization_id', 'pg_catalog', 'uuid'),
-    ('organization_members', 'created_at', 'pg_catalog', 'timestamp with time zone');
+    ('organization_members', 'created_at', 'pg_catalog', 'timestamp with time zone'),
 
--- 67 columns: has_column for each, then col_type_is for each.
+    ('workflow_events', 'id', 'pg_catalog', 'bigint'),
+    ('workflow_events', 'workflow_run_id', 'pg_catalog', 'uuid'),
+    ('workflow_events', 'step_key', 'pg_catalog', 'text'),
+    ('workflow_events', 'event_type', 'pg_catalog', 'text'),
+    ('workflow_events', 'detail', 'pg_catalog', 'jsonb'),
+    ('workflow_events', 'created_at', 'pg_catalog', 'timestamp with time zone');
+
+-- 73 columns: has_column for each, then col_type_is for each.
 SELECT has_column('workflow', c.table_name, c.column_name,
                   format('workflow.%s has column %s', c.table_name, c.column_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
@@ -189,6 +197,22 @@ SELECT col_is_pk('workflow', 'organization_members', ARRAY['role', 'organization
     'workflow.organization_members is keyed by (role, organization_id)');
 SELECT col_default_is('workflow', 'organization_members', 'created_at', 'now()',
     'organization_members.created_at defaults to now()');
+SELECT col_is_pk('workflow', 'workflow_events', 'id',
+    'workflow.workflow_events.id is the primary key');
+SELECT is((SELECT s.seqtypid::regtype::text || ' owned by ' || d.refobjid::regclass::text
+                  || '.' || a.attname
+             FROM pg_catalog.pg_sequence s
+             JOIN pg_catalog.pg_depend d ON d.classid = 'pg_class'::regclass
+                  AND d.objid = s.seqrelid AND d.deptype = 'a'
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+            WHERE s.seqrelid = 'workflow.workflow_events_id_seq'::regclass),
+          'bigint owned by workflow.workflow_events.id',
+          'workflow_events.id comes from one global bigint sequence');
+SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = 'workflow.workflow_events'::regclass
+              AND a.attnum > 0 AND NOT a.attisdropped AND NOT a.attnotnull),
+          ARRAY['step_key'],
+          'every column of workflow_events but step_key is NOT NULL');
 SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
             WHERE a.attrelid = 'workflow.organization_members'::regclass
               AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull),
@@ -258,9 +282,11 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'role regrole, organization_id uuid'),
     ('revoke_organization', ARRAY['regrole', 'uuid'], 'boolean',
      'role regrole, organization_id uuid'),
-    ('my_organizations', ARRAY[]::name[], 'uuid[]', '');
+    ('my_organizations', ARRAY[]::name[], 'uuid[]', ''),
+    ('run_history', ARRAY['uuid', 'uuid'], 'setof workflow.workflow_events',
+     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid');
 
--- 20 functions: has_function, function_returns, then the argument list.
+-- 21 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -296,7 +322,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          20, 'all 20 API functions are present and not STRICT');
+          21, 'all 21 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -318,7 +344,8 @@ INSERT INTO wf_tap.api_kind VALUES
     ('fail_jobs', 'c', 'v'), ('start_run', 'c', 'v'), ('complete_external_step', 'c', 'v'),
     ('cancel_run', 'c', 'v'), ('uuid_v7', 'c', 'v'), ('verify', 'sql', 's'),
     ('run_counters', 'c', 's'), ('purge', 'c', 'v'), ('grant_organization', 'c', 'v'),
-    ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's');
+    ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's'),
+    ('run_history', 'c', 's');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -368,9 +395,10 @@ SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'workflow'),
           ARRAY['workflow.job_queue', 'workflow.organization_members',
+                'workflow.workflow_events', 'workflow.workflow_events_id_seq',
                 'workflow.workflow_run_counters', 'workflow.workflow_runs',
                 'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
-          'the six tables, and only they, are registered with pg_extension_config_dump');
+          'the seven tables and the event id sequence, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -380,8 +408,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', '', ''],
-          'all six tables are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', '', '', ''],
+          'all seven tables are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.

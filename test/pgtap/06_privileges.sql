@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(289);
+SELECT plan(310);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -124,6 +124,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('cancel_run', ARRAY['uuid', 'text', 'uuid'], false, true, false, true),
     -- client and reader
     ('run_counters', ARRAY['uuid'], false, true, true, true),
+    ('run_history', ARRAY['uuid', 'uuid'], false, true, true, true),
     -- reader
     ('verify', ARRAY['uuid'], false, false, true, true),
     -- admin
@@ -138,7 +139,8 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('job_queue_finish_statement', ARRAY[]::name[], false, false, false, false),
     ('job_queue_guard', ARRAY[]::name[], false, false, false, false),
     ('workflow_steps_guard', ARRAY[]::name[], false, false, false, false),
-    ('_organization_members_changed', ARRAY[]::name[], false, false, false, false);
+    ('_organization_members_changed', ARRAY[]::name[], false, false, false, false),
+    ('_workflow_events_guard', ARRAY[]::name[], false, false, false, false);
 
 SELECT functions_are('workflow', ARRAY[
     'claim', 'heartbeat', 'complete_job', 'complete_jobs', 'fail_job', 'fail_jobs',
@@ -146,13 +148,13 @@ SELECT functions_are('workflow', ARRAY[
     'cancel_job', 'cancel_run', 'run_counters', 'verify', 'purge', 'grant_organization',
     'revoke_organization', 'uuid_v7', 'my_organizations', 'job_queue_sync_step',
     'job_queue_finish_statement', 'job_queue_guard', 'workflow_steps_guard',
-    '_organization_members_changed']::name[],
-    'schema workflow holds the 25 functions listed here, and no other');
+    '_organization_members_changed', 'run_history', '_workflow_events_guard']::name[],
+    'schema workflow holds the 27 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 25,
-          'schema workflow holds 25 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 27,
+          'schema workflow holds 27 functions (no overloads besides the list)');
 
--- 25 functions x 4 roles
+-- 27 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -205,6 +207,8 @@ $$, $$ VALUES
     ('cancel_run', 'workflow_client', 'EXECUTE', false),
     ('run_counters', 'workflow_client', 'EXECUTE', false),
     ('run_counters', 'workflow_reader', 'EXECUTE', false),
+    ('run_history', 'workflow_client', 'EXECUTE', false),
+    ('run_history', 'workflow_reader', 'EXECUTE', false),
     ('verify', 'workflow_reader', 'EXECUTE', false),
     ('purge', 'workflow_admin', 'EXECUTE', false),
     ('grant_organization', 'workflow_admin', 'EXECUTE', false),
@@ -240,14 +244,14 @@ CREATE TABLE wf_tap.tbl (n int PRIMARY KEY, tname name NOT NULL);
 INSERT INTO wf_tap.tbl VALUES
     (1, 'job_queue'), (2, 'workflow_runs'), (3, 'workflow_steps'),
     (4, 'workflow_step_dependencies'), (5, 'workflow_run_counters'),
-    (6, 'organization_members');
+    (6, 'organization_members'), (7, 'workflow_events');
 
 SELECT tables_are('workflow', ARRAY[
     'job_queue', 'workflow_runs', 'workflow_steps', 'workflow_step_dependencies',
-    'workflow_run_counters', 'organization_members']::name[],
-    'schema workflow holds the six tables listed here, and no other');
+    'workflow_run_counters', 'organization_members', 'workflow_events']::name[],
+    'schema workflow holds the seven tables listed here, and no other');
 
--- 6 tables x 4 roles: the reader SELECTs; the admin too, through
+-- 7 tables x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
 SELECT table_privs_are('workflow', t.tname, r.role,
            CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
@@ -258,7 +262,7 @@ SELECT table_privs_are('workflow', t.tname, r.role,
   FROM wf_tap.tbl t CROSS JOIN wf_tap.roles r
  ORDER BY t.n, r.n;
 
--- 6 tables x PUBLIC
+-- 7 tables x PUBLIC
 SELECT table_privs_are('workflow', t.tname, 'public', ARRAY[]::name[],
            format('PUBLIC holds no privilege on workflow.%s', t.tname))
   FROM wf_tap.tbl t ORDER BY t.n;
@@ -286,7 +290,8 @@ $$, $$ VALUES
     ('workflow_steps', 'workflow_reader', 'SELECT', false),
     ('workflow_step_dependencies', 'workflow_reader', 'SELECT', false),
     ('workflow_run_counters', 'workflow_reader', 'SELECT', false),
-    ('organization_members', 'workflow_reader', 'SELECT', false)
+    ('organization_members', 'workflow_reader', 'SELECT', false),
+    ('workflow_events', 'workflow_reader', 'SELECT', false)
 $$, 'the table grants, grantee by grantee: SELECT for workflow_reader on each table, '
     'nothing else');
 

@@ -277,7 +277,7 @@ CREATE TYPE public.text AS (x integer);
 CREATE TYPE public.int4 AS (x integer);
 CREATE TYPE public.timestamptz AS (x integer);
 
--- pg_temp: the six tables, and a function and an operator (PostgreSQL
+-- pg_temp: the seven tables, and a function and an operator (PostgreSQL
 -- never looks functions and operators up in pg_temp unless qualified; here
 -- to show that the engine does not either)
 CREATE TEMP TABLE job_queue (LIKE workflow.job_queue);
@@ -286,9 +286,10 @@ CREATE TEMP TABLE workflow_steps (LIKE workflow.workflow_steps);
 CREATE TEMP TABLE workflow_step_dependencies (LIKE workflow.workflow_step_dependencies);
 CREATE TEMP TABLE workflow_run_counters (LIKE workflow.workflow_run_counters);
 CREATE TEMP TABLE organization_members (LIKE workflow.organization_members);
+CREATE TEMP TABLE workflow_events (LIKE workflow.workflow_events);
 GRANT ALL ON pg_temp.job_queue, pg_temp.workflow_runs, pg_temp.workflow_steps,
     pg_temp.workflow_step_dependencies, pg_temp.workflow_run_counters,
-    pg_temp.organization_members TO PUBLIC;
+    pg_temp.organization_members, pg_temp.workflow_events TO PUBLIC;
 CREATE FUNCTION pg_temp.now() RETURNS pg_catalog.timestamptz LANGUAGE sql AS $$
     INSERT INTO wf_tap.planted_calls (fn, by_user, session_user_name)
     VALUES ('pg_temp.now()', current_user, session_user);
@@ -555,7 +556,8 @@ INSERT INTO wf_tap.results VALUES ('planted_rows', (
     + (SELECT count(*) FROM pg_temp.workflow_steps)
     + (SELECT count(*) FROM pg_temp.workflow_step_dependencies)
     + (SELECT count(*) FROM pg_temp.workflow_run_counters)
-    + (SELECT count(*) FROM pg_temp.organization_members))::text);
+    + (SELECT count(*) FROM pg_temp.organization_members)
+    + (SELECT count(*) FROM pg_temp.workflow_events))::text);
 
 -- Controls: the same look-alikes, typed by the roles themselves, are found.
 SET SESSION AUTHORIZATION wf_tap_worker;

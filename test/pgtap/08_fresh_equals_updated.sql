@@ -314,9 +314,9 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 54, column 85, comment 5, config_dump 6, constraint 10, enum 5, extension 1, '
-          'function 25, index 17, init_privs 32, member 36, policy 6, relation 23, schema 1, '
-          'trigger 6, type 22',
+          'acl 60, column 93, comment 5, config_dump 8, constraint 11, enum 5, extension 1, '
+          'function 27, index 19, init_privs 36, member 40, policy 7, relation 27, schema 1, '
+          'sequence 1, trigger 7, type 24',
           'the fresh description: so many facts of each kind');
 
 -- Kind by kind: what the updated install has that the fresh one lacks is
