@@ -6,7 +6,11 @@
 #
 # Steps, each reported under its own "==== ... ====" header:
 #   packages   installs the missing Debian packages (apt-get update only when
-#              something is missing, so a second run stays off the network)
+#              something is missing, so a second run stays off the network);
+#              nodejs and npm only when node or npm is not on the PATH; then
+#              node-postgres for the Node.js client example (npm ci in
+#              examples/node, only when examples/node/node_modules/pg is
+#              missing; node_modules is not in git)
 #   build      make clean; make WERROR=-Werror; make install
 #   regress    pg_regress over sql/*.sql        (make installcheck)
 #   isolation  isolation specs in specs/*.spec   (make installcheck)
@@ -281,6 +285,10 @@ for p in "${PACKAGES[@]}"; do
 		missing+=("$p")
 	fi
 done
+# The Node.js client example (examples/node) needs node and npm; a Node.js
+# installed some other way is used as it is.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -eq 0 ]; then
 	echo "all ${#PACKAGES[@]} packages installed"
 elif [ "$IS_ROOT" = 0 ] && [ "${#SUDO[@]}" -eq 0 ]; then
@@ -293,6 +301,18 @@ else
 			--no-install-recommends "${missing[@]}"; } </dev/null; then
 		echo "package installation failed"
 		record packages 0 1
+	fi
+fi
+
+# node-postgres for examples/node, at the version its package-lock.json
+# pins; test/python/examples_test.py fails the Node.js client without it.
+if [ ! -d examples/node/node_modules/pg ]; then
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "npm is missing: the Node.js client example cannot run"
+	elif ! (cd examples/node && npm ci --no-audit --no-fund </dev/null 2>&1); then
+		echo "npm ci in examples/node failed: the Node.js client example cannot run"
+	else
+		echo "installed node-postgres into examples/node/node_modules"
 	fi
 fi
 
