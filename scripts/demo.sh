@@ -11,7 +11,8 @@
 #  4. recreates database workflow_demo, starts two runs, two workers, an
 #     approver and a listener for workflow_run_terminal;
 #  5. prints each run and its steps and checks them against demo/demolib.py;
-#  6. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
+#  6. prints the first run's history (workflow.run_history);
+#  7. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
 #     .demo/<label>.svg and .demo/<label>.png, next to its DOT source.
 #
 # Exits non-zero when a run or step did not end as expected.
@@ -443,6 +444,18 @@ while IFS=$'\t' read -r label run_id; do
 		            WHERE e.step ->> 'key' = s.step_key);
 	EOF
 done <"$DEMO_RUNS_FILE"
+
+# ---------------------------------------------------------------- history
+
+read -r first_label first_run <"$DEMO_RUNS_FILE"
+say "$first_label: its history (workflow.run_history as demo_client)"
+PGUSER=demo_client "${PSQL[@]}" -v run="$first_run" <<-'EOF' || status=1
+	\pset footer off
+	SELECT e.id, to_char(e.created_at, 'HH24:MI:SS.MS') AS at,
+	       coalesce(e.step_key, '(run)') AS step, e.event_type,
+	       e.detail - 'job_id' AS detail
+	  FROM workflow.run_history(:'run') e;
+EOF
 
 # --------------------------------------------------------------- pictures
 
