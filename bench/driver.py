@@ -1434,6 +1434,7 @@ def parse_pgbench(out):
 
 
 def main():
+    global PGBIN
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", choices=["main", "profile"], default="main")
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
@@ -1447,10 +1448,13 @@ def main():
     ap.add_argument("--duration", type=int)
     ap.add_argument("--reps", type=int)
     ap.add_argument("--only")
+    ap.add_argument("--pgbin", default=PGBIN,
+                    help="directory of psql and pgbench (default %s)" % PGBIN)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-reference", action="store_true",
                     help="with --only: skip the reference (no ratios; for development)")
     args = ap.parse_args()
+    PGBIN = args.pgbin
     sys.exit(Bench(args).main())
 
 
