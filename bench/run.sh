@@ -11,8 +11,11 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   roles, event_cost, start_run, bloat, reference_end, profile
-#                   (the reference is always measured)
+#                   roles, history, event_cost, start_run, bloat, reference_end,
+#                   profile (the reference is always measured)
+#   --history-steps N
+#                   steps of the history group's workflow_events size
+#                   measurement (full 1,000,000, quick 200,000, smoke 3,000)
 #   --pg-config P   the pg_config of the PostgreSQL to run (default: $PG_CONFIG,
 #                   else /usr/lib/postgresql/15/bin/pg_config); its bindir
 #                   gives initdb, pg_ctl, psql and pgbench, and --install
@@ -50,6 +53,7 @@ DURATION=
 REPS=
 ONLY=
 OUT=
+HISTORY_STEPS=
 PG_CONFIG=${PG_CONFIG:-}
 INSTALL=0
 KEEP=0
@@ -72,6 +76,8 @@ while [ $# -gt 0 ]; do
 	--reps=*) REPS=${1#*=} ;;
 	--only) ONLY=$2; shift ;;
 	--only=*) ONLY=${1#*=} ;;
+	--history-steps) HISTORY_STEPS=$2; shift ;;
+	--history-steps=*) HISTORY_STEPS=${1#*=} ;;
 	--pg-config) PG_CONFIG=$2; shift ;;
 	--pg-config=*) PG_CONFIG=${1#*=} ;;
 	--out) OUT=$2; shift ;;
@@ -249,6 +255,7 @@ mkdir -p "$OUT" || exit 1
 DRIVER=("$PY" "$BENCH/driver.py" --mode "$MODE" --host "$SOCK" --port "$PORT"
 	--log "$SERVERLOG" --scripts "$WORK/scripts" --out "$OUT" --clients "$CLIENTS"
 	--pgbin "$PGBIN")
+[ -n "$HISTORY_STEPS" ] && DRIVER+=(--history-steps "$HISTORY_STEPS")
 [ -n "$DURATION" ] && DRIVER+=(--duration "$DURATION")
 [ -n "$REPS" ] && DRIVER+=(--reps "$REPS")
 [ "$KEEP" = 1 ] && DRIVER+=(--keep)
