@@ -13,6 +13,8 @@ the scripts in bench/*.sql in autocommit: one engine call per transaction.
 Output (in --out):
   raw.csv         one row per measurement and repetition
   bloat.csv       table and index sizes and tuple counters during the bloat run
+  history_size.csv  workflow_events sizes and counters after every cycle of the
+                  history group's size measurement
   statements.csv  pg_stat_statements per profiled operation (profile phase)
   meta.json       mode, sizes, settings, machine, error and deadlock totals
   logs/           every pgbench output
@@ -52,6 +54,8 @@ MODES = {
         wide=100000, backlog=300000,
         bloat_total=1000000, bloat_first=100000, bloat_cycle=50000,
         bloat_run_steps=100,
+        hist_read_steps=100000, hist_read_calls=5, hist_total=1000000,
+        hist_cycles=20, hist_run_steps=100,
         profile_events=2000,
     ),
     "quick": dict(
@@ -66,6 +70,8 @@ MODES = {
         wide=100000, backlog=300000,
         bloat_total=200000, bloat_first=20000, bloat_cycle=20000,
         bloat_run_steps=100,
+        hist_read_steps=100000, hist_read_calls=3, hist_total=200000,
+        hist_cycles=20, hist_run_steps=100,
         profile_events=500,
     ),
     "smoke": dict(
@@ -80,13 +86,15 @@ MODES = {
         wide=1000, backlog=2000,
         bloat_total=3000, bloat_first=1000, bloat_cycle=1000,
         bloat_run_steps=10,
+        hist_read_steps=300, hist_read_calls=2, hist_total=3000,
+        hist_cycles=3, hist_run_steps=10,
         profile_events=20,
         max_fill=3000,
     ),
 }
 
-GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "event_cost",
-          "start_run", "graph", "bloat", "reference_end"]
+GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
+          "event_cost", "start_run", "graph", "bloat", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -103,6 +111,11 @@ PURGE_BATCH = 1000       # runs and plain jobs per purge() call in the bloat wor
 ENQUEUE_BULK = 100      # enqueues per bulk statement
 MAX_TRIES = 10          # pgbench --max-tries for 40001 / 40P01
 GRAPH_CALLS = 5         # run_graph calls per measurement, in one session
+HISTORY_SETTINGS = ("steps", "off")   # workflow.history, measured side by side
+# what the VACUUM of the schedule in docs/reference.md (section 13) covers;
+# the history group's size measurement runs it after every purge
+SCHEDULE_VACUUM = ("workflow.job_queue", "workflow.workflow_steps", "workflow.workflow_events")
+HISTORY_CHAIN = 10      # steps of the chains of the history group
 
 RAW_FIELDS = [
     "group", "key", "title", "clients", "rep", "value", "unit", "events",
@@ -128,6 +141,8 @@ class Bench:
             self.cfg["duration"] = args.duration
         if args.reps:
             self.cfg["reps"] = args.reps
+        if args.history_steps:
+            self.cfg["hist_total"] = args.history_steps
         self.clients = args.clients
         if self.clients not in self.cfg["sweep"]:
             self.cfg["sweep"] = sorted(set(self.cfg["sweep"] + [self.clients]))
@@ -308,6 +323,10 @@ class Bench:
             "bench_template",
             "SELECT count(*) FROM pg_proc WHERE proname = 'purge'"
             " AND pronamespace = 'workflow'::regnamespace") != "0"
+        self.has_history = self.scalar(
+            "bench_template",
+            "SELECT count(*) FROM pg_class WHERE relname = 'workflow_events'"
+            " AND relnamespace = 'workflow'::regnamespace") != "0"
 
     def put_def(self, db, name, expr):
         self.sql(db, "SELECT bench.put_def('%s', %s)" % (name, expr))
@@ -921,17 +940,279 @@ class Bench:
             for role in (ROLE_WORKER, ROLE_TENANT):
                 self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
 
-    def interleave(self, work):
+    def interleave(self, work, alternate=False):
         """Calibrates each workload, then runs their repetitions in turn:
         rep 1 of each, rep 2 of each, ..., so that drift over the run
-        weighs on all of them alike.  A workload that completed nothing
-        fails the group."""
+        weighs on all of them alike.  With alternate, every second
+        repetition runs them in the reverse order (A B, B A, A B, ...), so
+        that neither always runs first after the other's leftovers.  A
+        workload that completed nothing fails the group."""
         for w in work:
             w.calibrate()
         for rep in range(1, self.cfg["reps"] + 1):
-            for w in work:
+            turn = work[::-1] if alternate and rep % 2 == 0 else work
+            for w in turn:
                 if w.measure(rep) <= 0:
                     raise BenchError("%s rep %d completed nothing" % (w.name, rep))
+
+    # ------------------------------------------------------------------
+    # the event history (1.4): workflow.history = steps against off
+
+    def history_setting(self, db):
+        """workflow.history as a new session of db sees it once the library
+        is loaded (every pgbench client's session is one such)."""
+        return self.sql(db, "SELECT workflow.uuid_v7() IS NOT NULL;"
+                            " SELECT current_setting('workflow.history')")[-1][0]
+
+    def g_history(self):
+        """What the event history costs, in three parts:
+        1. steps/s with workflow.history = steps against off, each setting
+           a database of its own (ALTER DATABASE ... SET, which every
+           pgbench client's session picks up), the repetitions of each pair
+           interleaved: steps of one wide run of independent steps, steps
+           of many concurrent 10-step chains (both claim + complete_job),
+           and plain jobs (enqueue + claim + complete_job), which record
+           nothing;
+        2. run_history of a finished run of hist_read_steps steps against a
+           plain SELECT of the same rows of workflow_events, as count(*)
+           and as COPY to /dev/null;
+        3. the size of workflow_events over hist_total steps with purge and
+           VACUUM after every cycle (the README schedule), against its size
+           after the first tenth."""
+        if not self.has_history:
+            self.say("  the installed extension has no workflow_events (before 1.4):"
+                     " nothing to measure")
+            return
+        self.history_rates()
+        self.history_read()
+        self.history_size()
+
+    def history_rates(self):
+        cfg = self.cfg
+        c8 = self.clients
+        ref = self.ref_tps(c8) or 1000.0
+        dbs = {}
+        for setting in HISTORY_SETTINGS:
+            db = self.fresh_db("wf_history_" + setting)
+            self.sql("postgres", "ALTER DATABASE %s SET workflow.history = '%s'" % (db, setting))
+            got = self.history_setting(db)
+            if got != setting:
+                raise BenchError("%s: workflow.history is %s in a new session, expected %s"
+                                 % (db, got, setting))
+            self.put_def(db, "hwide", "bench.def_independent(%d, 'bench.hwide')" % cfg["wide"])
+            self.put_def(db, "hchain", "bench.def_chain(%d, 'bench.hchain')" % HISTORY_CHAIN)
+            dbs[setting] = db
+        self.say("  databases: %s" % ", ".join(
+            "%s (workflow.history = %s)" % (db, s) for s, db in dbs.items()))
+
+        def note(setting):
+            return "workflow.history = %s (ALTER DATABASE %s SET)" % (setting, dbs[setting])
+
+        def wide(setting):
+            db, jt = dbs[setting], "bench.hwide"
+            return self.queue_workload(
+                db, "history.wide." + setting,
+                "steps of one %d-step run of independent steps: claim + complete_job,"
+                " history = %s" % (cfg["wide"], setting), "history", c8,
+                "claim_complete.sql", jt, "steps/s",
+                available=lambda: self.queued(db, jt),
+                fill=lambda n: self.fill_runs(db, "hwide", math.ceil(n / cfg["wide"])),
+                guess=ref / 4, margin=4 * c8, note=note(setting))
+
+        def chain(setting):
+            db, jt = dbs[setting], "bench.hchain"
+            return self.queue_workload(
+                db, "history.chain." + setting,
+                "steps of many concurrent %d-step chains: claim + complete_job,"
+                " history = %s" % (HISTORY_CHAIN, setting), "history", c8,
+                "claim_complete.sql", jt, "steps/s",
+                available=lambda: self.pending_steps(db, jt),
+                fill=lambda n: self.fill_runs(db, "hchain", math.ceil(n / HISTORY_CHAIN)),
+                guess=ref / 4, margin=4 * c8 * HISTORY_CHAIN, note=note(setting))
+
+        def plain(setting):
+            db, jt = dbs[setting], "bench.hplain"
+            # the script enqueues the jobs it claims: nothing to fill, and
+            # the queue never runs dry
+            return self.queue_workload(
+                db, "history.plain." + setting,
+                "plain jobs: enqueue + claim + complete_job, history = %s" % setting,
+                "history", c8, "enqueue_claim_complete.sql", jt, "jobs/s",
+                available=lambda: 1, fill=lambda n: None,
+                guess=ref / 4, margin=0, note=note(setting))
+
+        for make in (wide, chain, plain):
+            self.interleave([make(s) for s in HISTORY_SETTINGS], alternate=True)
+        # what each database recorded: everything with steps, nothing with off
+        for setting, db in dbs.items():
+            ev = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_events"))
+            steps = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_steps"
+                                        " WHERE status = 'SUCCEEDED'"))
+            self.say("  %s: %d events for %d succeeded steps" % (db, ev, steps))
+            if setting == "off" and ev != 0:
+                raise BenchError("%s: %d events recorded with workflow.history = off" % (db, ev))
+            if setting == "steps" and ev < 3 * steps:
+                raise BenchError("%s: %d events for %d succeeded steps with"
+                                 " workflow.history = steps" % (db, ev, steps))
+            self.drop_db(db)
+
+    def history_read(self):
+        """run_history of one finished run against a plain SELECT of the
+        same rows (the same columns, by workflow_run_id, in id order), one
+        client, -t calls each, the four measurements interleaved."""
+        cfg = self.cfg
+        N, calls = cfg["hist_read_steps"], cfg["hist_read_calls"]
+        db = self.fresh_db("wf_history_read")
+        jt = "bench.hread"
+        self.put_def(db, "hread", "bench.def_independent(%d, '%s')" % (N, jt))
+        t = now()
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                              " WHERE name = 'hread'")
+        mark = self.log_mark()
+        self.drive_until_done(db, "history.read.fill", self.clients, jt, [run],
+                              script="claim_batch.sql")
+        self.check_log("history.read.fill", mark)
+        self.verify(db, run)
+        self.sql(db, "VACUUM ANALYZE workflow.workflow_events")
+        rows = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_events"
+                                   " WHERE workflow_run_id = '%s'" % run))
+        size = int(self.scalar(db, "SELECT pg_total_relation_size('workflow.workflow_events')"))
+        self.say("  a finished run of %d steps: %d events (workflow_events %s), in %.1f s"
+                 % (N, rows, mb(size), now() - t))
+        if rows < 3 * N:
+            raise BenchError("history.read: %d events for a finished run of %d steps" % (rows, N))
+        plan = [("run_history", "history_run_history.sql", "workflow.run_history(run)"),
+                ("select", "history_select.sql",
+                 "SELECT of the same rows of workflow_events by workflow_run_id, in id order")]
+        forms = [("count", 0, "SELECT count(*) FROM"), ("copy", 1, "COPY TO '/dev/null' of")]
+        # warm-up, not recorded: every form once, so that the first
+        # measurement does not read the pages into shared buffers
+        for name, script, _ in plan:
+            for form, copy, _ in forms:
+                self.pgbench(db, "history.read", 1, script, transactions=1,
+                             defines=dict(run=run, copy=copy),
+                             label="history.read.%s.%s-warmup" % (name, form))
+        for rep in range(1, cfg["reps"] + 1):
+            turn = plan if rep % 2 else plan[::-1]
+            for form, copy, how in forms:
+                for name, script, what in turn:
+                    key = "history.read.%s.%s" % (name, form)
+                    mark = self.log_mark()
+                    r = self.pgbench(db, key, 1, script, transactions=calls,
+                                     defines=dict(run=run, copy=copy),
+                                     label="%s-r%d" % (key, rep))
+                    e1, e2 = self.check_log(key, mark)
+                    self.record(group="history", key=key,
+                                title="%s %s: the %d events of a finished %d-step run"
+                                % (how, what, rows, N), clients=1, rep=rep,
+                                value="%.4f" % r["latency"], unit="ms/read", events=rows,
+                                seconds=r["duration"], tps=r["tps"], latency_ms=r["latency"],
+                                tx=r["tx"], failed=r["failed"], e40001=e1, e40P01=e2,
+                                note="%d reads per measurement" % calls)
+                    self.say("  %s rep %d/%d: %.2f ms per read of %d events"
+                             % (key, rep, cfg["reps"], r["latency"], rows))
+        self.drop_db(db)
+
+    def history_size(self):
+        """hist_total steps in hist_cycles cycles: runs of hist_run_steps
+        steps (pairs), drained by batch workers with history = steps; after
+        every cycle purge until it returns 0, then the VACUUM of the
+        schedule README.md and docs/reference.md (section 13) recommend
+        (SCHEDULE_VACUUM).  Sizes after the cycle that reaches the first
+        tenth of the steps and at the end."""
+        cfg = self.cfg
+        total = cfg["hist_total"]
+        first = max(1, total // 10)
+        cycle = max(1, total // cfg["hist_cycles"])
+        rs = cfg["hist_run_steps"]
+        db = self.fresh_db("wf_history_size")
+        jt = "bench.hsize"
+        self.put_def(db, "hsize", "bench.def_pairs(%d, '%s')" % (rs, jt))
+        setting = self.history_setting(db)
+        self.say("  %d steps in cycles of %d (runs of %d steps), workflow.history = %s;"
+                 " after every cycle workflow.purge('0 seconds', %d) until it returns 0,"
+                 " then VACUUM %s" % (total, cycle, rs, setting, PURGE_BATCH,
+                                      ", ".join(SCHEDULE_VACUUM)))
+        path = os.path.join(self.out, "history_size.csv")
+        f = open(path, "w", newline="")
+        w = csv.DictWriter(f, fieldnames=[
+            "label", "steps", "events_written", "heap_bytes", "toast_bytes", "index_bytes",
+            "n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_del", "autovacuum_count",
+            "seconds"])
+        w.writeheader()
+        done, ncycle, snaps, e1t, e2t = 0, 0, {}, 0, 0
+        t = now()
+        with f:
+            while done < total:
+                ncycle += 1
+                nruns = max(1, min(cycle, total - done) // rs)
+                mark = self.log_mark()
+                self.fill_runs(db, "hsize", nruns)
+                ids = [r[0] for r in self.sql(
+                    db, "SELECT id FROM workflow.workflow_runs WHERE status = 'RUNNING'")]
+                self.drive_until_done(db, "history.size", self.clients, jt, ids,
+                                      script="claim_batch.sql")
+                done += int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_steps"
+                                            " WHERE status = 'SUCCEEDED'"))
+                while int(self.scalar(
+                        db, "SELECT workflow.purge('0 seconds', %d)" % PURGE_BATCH)) > 0:
+                    pass
+                for rel in SCHEDULE_VACUUM:
+                    self.sql(db, "VACUUM " + rel)
+                e1, e2 = self.check_log("history.size", mark)
+                e1t += e1
+                e2t += e2
+                r = self.sql(db, """
+                    SELECT pg_relation_size(c.oid),
+                           coalesce(pg_relation_size(c.reltoastrelid), 0),
+                           pg_indexes_size(c.oid), s.n_live_tup, s.n_dead_tup,
+                           s.n_tup_ins, s.n_tup_del, s.autovacuum_count,
+                           (SELECT last_value FROM workflow.workflow_events_id_seq)
+                      FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+                     WHERE c.oid = 'workflow.workflow_events'::regclass""")[0]
+                snap = dict(label="cycle%d" % ncycle, steps=done, events_written=r[8],
+                            heap_bytes=r[0], toast_bytes=r[1], index_bytes=r[2],
+                            n_live_tup=r[3], n_dead_tup=r[4], n_tup_ins=r[5],
+                            n_tup_del=r[6], autovacuum_count=r[7],
+                            seconds="%.1f" % (now() - t))
+                w.writerow(snap)
+                if "first" not in snaps and done >= first:
+                    snaps["first"] = snap
+                self.say("  history.size: %d steps done, workflow_events %s + indexes %s"
+                         " (%s events written, autovacuum runs %s)"
+                         % (done, mb(snap["heap_bytes"]), mb(snap["index_bytes"]),
+                            snap["events_written"], snap["autovacuum_count"]))
+            snaps["final"] = snap
+        left = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_events"))
+        if left != 0:
+            raise BenchError("history.size: %d events left after purge" % left)
+        secs = now() - t
+        note = ("workflow.history = %s; workflow.purge('0 seconds', %d) after every cycle of"
+                " %d steps until it returns 0, then VACUUM of %s%s"
+                % (setting, PURGE_BATCH, cycle, ", ".join(SCHEDULE_VACUUM),
+                   "" if "workflow.workflow_events" in SCHEDULE_VACUUM
+                   else "; workflow_events left to autovacuum"))
+        common = dict(group="history", clients=self.clients, rep=1, note=note)
+        a, b = snaps["first"], snaps["final"]
+        tot = lambda s: int(s["heap_bytes"]) + int(s["index_bytes"]) + int(s["toast_bytes"])
+        for which, s in (("first", a), ("final", b)):
+            self.record(key="history.events.size_" + which, value=tot(s), unit="bytes",
+                        events=s["steps"], seconds="%.1f" % secs if which == "final" else "",
+                        title="workflow_events heap + indexes + toast after %s steps"
+                        % s["steps"], e40001=e1t if which == "final" else "",
+                        e40P01=e2t if which == "final" else "", **common)
+            self.record(key="history.events.index_" + which, value=s["index_bytes"],
+                        unit="bytes", events=s["steps"],
+                        title="workflow_events indexes after %s steps" % s["steps"], **common)
+        self.record(key="history.events.written", value=b["events_written"], unit="events",
+                    events=b["steps"], title="events written over %s steps" % b["steps"],
+                    **common)
+        self.record(key="history.events.autovacuum", value=b["autovacuum_count"], unit="runs",
+                    title="workflow_events autovacuum runs", **common)
+        self.say("  history.size: %s after %s steps, %s after %s (%.2f x), in %.0f s"
+                 % (mb(tot(b)), b["steps"], mb(tot(a)), a["steps"],
+                    tot(b) / max(tot(a), 1), secs))
+        self.drop_db(db)
 
     # per-event cost against run size, in three planner-statistics states
     EVENT_STATES = [
@@ -961,6 +1242,10 @@ class Bench:
         big = max(sizes)
         for state, title in self.EVENT_STATES:
             db = self.fresh_db("wf_event_" + state)
+            # the history is recorded as configured: the default, steps
+            history = self.history_setting(db) if self.has_history else None
+            if history:
+                title = "%s; history = %s" % (title, history)
             for s in sizes:
                 self.put_def(db, "chain%d" % s, "bench.def_chain(%d, 'bench.ev%d')" % (s, s))
             note = ""
@@ -1004,7 +1289,9 @@ class Bench:
                                 tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
                                 failed=r["failed"], ser_failures=r["ser"],
                                 dl_failures=r["dl"], retried=r["retried"],
-                                retries=r["retries"], e40001=e1, e40P01=e2, note=note)
+                                retries=r["retries"], e40001=e1, e40P01=e2,
+                                note="; ".join(x for x in (
+                                    note, history and "workflow.history = %s" % history) if x))
                     self.say("  %s size %d rep %d/%d: %.3f ms/event"
                              % (key, s, rep, cfg["reps"], r["latency"]))
             if state == "never":
@@ -1375,7 +1662,8 @@ class Bench:
             json.dump(meta, open(meta_path, "w"), indent=1)
             return 1 if self.failures else 0
 
-        for p in ("raw.csv", "bloat.csv", "bloat_vacuum.csv", "statements.csv"):
+        for p in ("raw.csv", "bloat.csv", "bloat_vacuum.csv", "history_size.csv",
+                  "statements.csv"):
             if os.path.exists(os.path.join(self.out, p)):
                 os.remove(os.path.join(self.out, p))
         for p in os.listdir(self.logdir):
@@ -1400,6 +1688,7 @@ class Bench:
                                           " FROM pg_stat_database"))
         self.make_template()
         meta["has_purge"] = self.has_purge
+        meta["has_history"] = self.has_history
         groups = GROUPS
         if self.args.only:
             # the reference is always measured: every ratio needs it
@@ -1464,6 +1753,7 @@ def parse_pgbench(out):
 
 
 def main():
+    global PGBIN
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", choices=["main", "profile"], default="main")
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
@@ -1477,10 +1767,15 @@ def main():
     ap.add_argument("--duration", type=int)
     ap.add_argument("--reps", type=int)
     ap.add_argument("--only")
+    ap.add_argument("--history-steps", type=int,
+                    help="steps of the history group's size measurement (default per mode)")
+    ap.add_argument("--pgbin", default=PGBIN,
+                    help="directory of psql and pgbench (default %s)" % PGBIN)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-reference", action="store_true",
                     help="with --only: skip the reference (no ratios; for development)")
     args = ap.parse_args()
+    PGBIN = args.pgbin
     sys.exit(Bench(args).main())
 
 

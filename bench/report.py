@@ -23,12 +23,27 @@ plain INSERT as steps written per second.
 import csv
 import json
 import os
+import re
 import statistics
 import sys
 
 STATE_TITLES = [("never", "never analyzed"),
                 ("analyzed", "after ANALYZE with one giant run"),
                 ("steady", "steady state")]
+
+# units of the rows that are sizes and counters, not rates: they have tables
+# of their own and no ratio to pgbench -N
+COUNTER_UNITS = ("bytes", "tuples", "fraction", "runs", "events")
+
+
+def is_counter(s):
+    return s["group"] == "bloat" or s["unit"] in COUNTER_UNITS
+
+
+def history_of(s):
+    """The workflow.history setting a row's note names, or None."""
+    m = re.search(r"workflow\.history = (\w+)", s["note"]) if s else None
+    return m.group(1) if m else None
 
 
 def load(out):
@@ -183,8 +198,9 @@ def targets(S, ref, meta, rows):
     lo, hi = min(sizes), max(sizes)
     for st, title in STATE_TITLES:
         a, b = get("event_cost.%s.%d" % (st, hi), 1), get("event_cost.%s.%d" % (st, lo), 1)
-        add("per-event cost, 1 client, run of %d steps x run of %d steps (%s)"
-            % (hi, lo, title), "<=", 1.25,
+        h = history_of(a) or history_of(b)
+        add("per-event cost, 1 client, run of %d steps x run of %d steps (%s%s)"
+            % (hi, lo, title, "; history = %s" % h if h else ""), "<=", 1.25,
             a["median"] / b["median"] if a and b and b["median"] else None,
             "%s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
             if a and b else "")
@@ -199,6 +215,36 @@ def targets(S, ref, meta, rows):
             " same run (within 5%%)" % (what, c), ">=", 0.95, paired_ratio(rows, key, base, c),
             "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
             if a and b else "")
+    for base, req in HISTORY_PAIRS:
+        a, b = get(base + ".steps", c), get(base + ".off", c)
+        add("%s, %d clients: workflow.history = steps x off, same run (at most %d%% fewer)"
+            % (history_what(base, cfg), c, round((1 - req) * 100)), ">=", req,
+            paired_ratio(rows, base + ".steps", base + ".off", c),
+            "medians %s vs %s; %s x vs %s x pgbench -N" % (
+                fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]),
+                "%.2f" % (a["median"] / ref[c]) if c in ref else "-",
+                "%.2f" % (b["median"] / ref[c]) if c in ref else "-") if a and b else "")
+    for form, how in HISTORY_READS:
+        a = get("history.read.run_history." + form, 1)
+        b = get("history.read.select." + form, 1)
+        add("run_history of a finished %s-step run x a plain SELECT of the same rows of"
+            " workflow_events by workflow_run_id (%s)" % (cfg.get("hist_read_steps", "?"), how),
+            "<", 2.0, paired_ratio(rows, "history.read.run_history." + form,
+                                   "history.read.select." + form, 1),
+            "%s vs %s per read of %d events" % (fmt(a["median"], a["unit"]),
+                                                fmt(b["median"], b["unit"]),
+                                                a["events"] // max(a["reps"], 1))
+            if a and b else "")
+    a, b = get("history.events.size_final", c), get("history.events.size_first", c)
+    add("workflow_events heap + indexes after %s steps x after the first %s (purge, then"
+        " the VACUUM of the README schedule, after every cycle)"
+        % (a["events"] if a else cfg.get("hist_total", "?"),
+           b["events"] if b else "?"), "<=", 2.0,
+        a["median"] / b["median"] if a and b and b["median"] else None,
+        "%s vs %s; autovacuum passed workflow_events %s times" % (
+            fmt(a["median"], "bytes"), fmt(b["median"], "bytes"),
+            "%d" % get("history.events.autovacuum", c)["median"]
+            if get("history.events.autovacuum", c) else "?") if a and b else "")
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -231,6 +277,91 @@ ROLE_PAIRS = [
     ("roles.single.tenant", "roles.single.superuser",
      "plain jobs claim + complete_job, tenant of one organization"),
 ]
+
+
+# the history group: (key prefix, required steps / off)
+HISTORY_PAIRS = [("history.wide", 0.85), ("history.chain", 0.85), ("history.plain", 0.95)]
+HISTORY_READS = [("count", "SELECT count(*) of each"), ("copy", "COPY of each to /dev/null")]
+
+
+def history_what(base, cfg):
+    return {"history.wide": "steps of one %s-step run of independent steps, claim + complete_job"
+                            % cfg.get("wide", "?"),
+            "history.chain": "steps of many concurrent 10-step chains, claim + complete_job",
+            "history.plain": "plain jobs (record nothing), enqueue + claim + complete_job"}[base]
+
+
+def history_tables(S, ref, c, cfg, raw, P):
+    """The history group: steps against off side by side, run_history
+    against a plain SELECT, and the size of workflow_events."""
+    rows = []
+    for base, req in HISTORY_PAIRS:
+        a, b = S.get((base + ".steps", c)), S.get((base + ".off", c))
+        if not a or not b:
+            continue
+        rt = ref.get(c)
+        r = paired_ratio(raw, base + ".steps", base + ".off", c)
+        spread = lambda s: "±%.1f%%" % (s["spread_pct"] / 2) if s["reps"] > 1 else "-"
+        rows.append([history_what(base, cfg), fmt(a["median"], a["unit"]), spread(a),
+                     fmt(b["median"], b["unit"]), spread(b),
+                     "%.2f" % (a["median"] / rt) if rt else "-",
+                     "%.2f" % (b["median"] / rt) if rt else "-",
+                     "%.3f" % r if r is not None else "-", ">= %.2f" % req,
+                     ("met" if r >= req else "MISSED") if r is not None else "-"])
+    if rows:
+        P("### Event history: workflow.history = steps against off (%d clients, same run,"
+          " repetitions interleaved)" % c)
+        P("")
+        P(md_table(["workload", "steps", "spread", "off", "spread", "steps / -N", "off / -N",
+                    "steps / off", "target", "result"], rows))
+        P("")
+        P("Each setting in a database of its own (ALTER DATABASE ... SET workflow.history),"
+          " the repetitions taking turns (steps, off, then off, steps, ...).  steps / off:"
+          " the median, over the repetitions, of the figure with steps over the figure with"
+          " off of the same repetition.")
+        P("")
+    rows = []
+    for form, how in HISTORY_READS:
+        a = S.get(("history.read.run_history." + form, 1))
+        b = S.get(("history.read.select." + form, 1))
+        if not a or not b:
+            continue
+        r = paired_ratio(raw, "history.read.run_history." + form,
+                         "history.read.select." + form, 1)
+        rows.append([how, "%d" % (a["events"] // max(a["reps"], 1)),
+                     fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]),
+                     "%.2f x" % r if r is not None else "-", "< 2.00 x",
+                     ("met" if r < 2.0 else "MISSED") if r is not None else "-"])
+    if rows:
+        P("### Reading a run's history (1 client)")
+        P("")
+        P(md_table(["form", "events", "run_history", "plain SELECT", "ratio", "target",
+                    "result"], rows))
+        P("")
+        P("The events of one finished run of %s steps: workflow.run_history(run) against"
+          " SELECT of the same columns of workflow_events WHERE workflow_run_id = run ORDER"
+          " BY id.  ratio: the median of the ratios of the repetitions."
+          % cfg.get("hist_read_steps", "?"))
+        P("")
+    g = lambda k: S.get((k, c))
+    a, b = g("history.events.size_first"), g("history.events.size_final")
+    if a and b:
+        ia, ib = g("history.events.index_first"), g("history.events.index_final")
+        wr, av = g("history.events.written"), g("history.events.autovacuum")
+        P("### workflow_events size under purge (%s)" % (
+            "workflow.history = %s" % history_of(b) if history_of(b) else "history"))
+        P("")
+        P(md_table(["after the first %d steps" % a["events"], "after %d steps" % b["events"],
+                    "growth", "indexes", "events written", "autovacuum runs"],
+                   [[fmt(a["median"], "bytes"), fmt(b["median"], "bytes"),
+                     "%.2f x" % (b["median"] / a["median"]) if a["median"] else "-",
+                     "%s -> %s" % (fmt(ia["median"], "bytes"), fmt(ib["median"], "bytes"))
+                     if ia and ib else "-",
+                     "%d" % wr["median"] if wr else "-", "%d" % av["median"] if av else "-"]]))
+        P("")
+        P("Sizes are heap + indexes + TOAST of workflow_events; %s.  The per-cycle series is"
+          " in history_size.csv." % b["note"])
+        P("")
 
 
 def paired_ratio(rows, key, base, clients):
@@ -353,7 +484,7 @@ def main():
     summary = []
     for k in order:
         s = S[k]
-        if s["group"] == "bloat":
+        if is_counter(s):
             continue
         r, runit = rate_of(s)
         rt = ref.get(s["clients"])
@@ -416,6 +547,8 @@ def main():
           " repetition.")
         P("")
 
+    history_tables(S, ref, c, cfg, rows, P)
+
     # bloat
     b = {k[0]: v for k, v in S.items() if v["group"] == "bloat"}
     for prefix, how in (("bloat", "purge after every cycle, autovacuum at default settings"),
@@ -466,7 +599,7 @@ def main():
         w.writerows(summary)
         for k in order:
             s = S[k]
-            if s["group"] != "bloat":
+            if not is_counter(s):
                 continue
             w.writerow(dict(key=s["key"], title=s["title"], clients=s["clients"],
                             unit=s["unit"], median=s["median"], min=s["min"], max=s["max"],

@@ -11,8 +11,15 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   roles, event_cost, start_run, graph, bloat, reference_end,
-#                   profile (the reference is always measured)
+#                   roles, history, event_cost, start_run, graph, bloat,
+#                   reference_end, profile (the reference is always measured)
+#   --history-steps N
+#                   steps of the history group's workflow_events size
+#                   measurement (full 1,000,000, quick 200,000, smoke 3,000)
+#   --pg-config P   the pg_config of the PostgreSQL to run (default: $PG_CONFIG,
+#                   else /usr/lib/postgresql/15/bin/pg_config); its bindir
+#                   gives initdb, pg_ctl, psql and pgbench, and --install
+#                   installs there
 #   --out DIR       results directory (default bench/results/MODE)
 #   --install       build and install the extension from this tree first
 #                   (done anyway when it is not installed)
@@ -46,6 +53,8 @@ DURATION=
 REPS=
 ONLY=
 OUT=
+HISTORY_STEPS=
+PG_CONFIG=${PG_CONFIG:-}
 INSTALL=0
 KEEP=0
 
@@ -67,6 +76,10 @@ while [ $# -gt 0 ]; do
 	--reps=*) REPS=${1#*=} ;;
 	--only) ONLY=$2; shift ;;
 	--only=*) ONLY=${1#*=} ;;
+	--history-steps) HISTORY_STEPS=$2; shift ;;
+	--history-steps=*) HISTORY_STEPS=${1#*=} ;;
+	--pg-config) PG_CONFIG=$2; shift ;;
+	--pg-config=*) PG_CONFIG=${1#*=} ;;
 	--out) OUT=$2; shift ;;
 	--out=*) OUT=${1#*=} ;;
 	--install) INSTALL=1 ;;
@@ -78,7 +91,7 @@ while [ $# -gt 0 ]; do
 done
 
 PG_MAJOR=15
-PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
 PY=/usr/bin/python3
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
 export DEBIAN_FRONTEND=noninteractive
@@ -144,12 +157,18 @@ else
 	fi
 	rm -f /tmp/bench-apt.$$.log
 fi
+case $PG_CONFIG in */*) ;; *) PG_CONFIG=$(command -v "$PG_CONFIG") ;; esac
+if [ ! -x "$PG_CONFIG" ] || ! PGBIN=$("$PG_CONFIG" --bindir); then
+	echo "missing $PG_CONFIG: cannot run the benchmark"
+	exit 1
+fi
 for tool in "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/pgbench" "$PGBIN/psql" "$PY"; do
 	if [ ! -x "$tool" ]; then
 		echo "missing $tool: cannot run the benchmark"
 		exit 1
 	fi
 done
+echo "PostgreSQL: $PGBIN ($("$PG_CONFIG" --version))"
 if ! command -v gnuplot >/dev/null 2>&1; then
 	echo "gnuplot is missing: the run goes on without the PNG plots"
 fi
@@ -157,13 +176,13 @@ fi
 # ---- the extension ------------------------------------------------------------
 
 header "extension"
-SHAREDIR=$("$PGBIN/pg_config" --sharedir)
-PKGLIBDIR=$("$PGBIN/pg_config" --pkglibdir)
+SHAREDIR=$("$PG_CONFIG" --sharedir)
+PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
 if [ "$INSTALL" = 1 ] || [ ! -f "$SHAREDIR/extension/workflow.control" ] ||
 	[ ! -f "$PKGLIBDIR/workflow.so" ]; then
 	echo "building and installing the extension from $ROOT"
-	if ! make -C "$ROOT" -s PG_CONFIG="$PGBIN/pg_config" </dev/null ||
-		! as_root make -C "$ROOT" -s PG_CONFIG="$PGBIN/pg_config" install </dev/null; then
+	if ! make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG" </dev/null ||
+		! as_root make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG" install </dev/null; then
 		echo "could not build and install the extension"
 		exit 1
 	fi
@@ -234,7 +253,9 @@ echo "cluster in $DATA, socket $SOCK, port $PORT"
 
 mkdir -p "$OUT" || exit 1
 DRIVER=("$PY" "$BENCH/driver.py" --mode "$MODE" --host "$SOCK" --port "$PORT"
-	--log "$SERVERLOG" --scripts "$WORK/scripts" --out "$OUT" --clients "$CLIENTS")
+	--log "$SERVERLOG" --scripts "$WORK/scripts" --out "$OUT" --clients "$CLIENTS"
+	--pgbin "$PGBIN")
+[ -n "$HISTORY_STEPS" ] && DRIVER+=(--history-steps "$HISTORY_STEPS")
 [ -n "$DURATION" ] && DRIVER+=(--duration "$DURATION")
 [ -n "$REPS" ] && DRIVER+=(--reps "$REPS")
 [ "$KEEP" = 1 ] && DRIVER+=(--keep)
