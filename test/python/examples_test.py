@@ -45,6 +45,8 @@ import time
 import psycopg
 from psycopg import sql
 
+from _tap import check, connect, summary
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -55,27 +57,6 @@ RUN_TIMEOUT = 120       # the starter's own limit, in seconds
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HISTORY_LINE = re.compile(
     r"^  #(\d+)\s+\d\d:\d\d:\d\d\.\d{3}\s+(\S+)\s+(\S+)\s+(\{.*\})$")
-
-passed = 0
-failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        failed += 1
-        print(f"not ok - {name}", flush=True)
-        if detail:
-            for line in str(detail).rstrip().splitlines():
-                print(f"    {line}")
-    return ok
-
-
-def connect(dbname):
-    return psycopg.connect(dbname=dbname, autocommit=True)
 
 
 def clients():
@@ -435,8 +416,7 @@ def main():
                       False, repr(exc))
     finally:
         shutil.rmtree(logroot, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return summary()
 
 
 if __name__ == "__main__":

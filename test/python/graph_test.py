@@ -28,7 +28,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
-import psycopg
+from _tap import check, connect, summary
 
 DB = "workflow_graph_py"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -55,23 +55,6 @@ HOSTILE = [
 ]
 ALPHABET = [chr(c) for c in range(1, 128)] + list(
     "éü✓日本😀\u0085\u2028\u2029\ufeff\u200b\u00a0\u0080\u009f")
-
-passed = 0
-failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok - {name}")
-    else:
-        failed += 1
-        print(f"not ok - {name} {detail}")
-
-
-def connect(dbname):
-    return psycopg.connect(dbname=dbname, autocommit=True)
 
 
 def special(ch):
@@ -332,8 +315,7 @@ def main():
     conn.close()
     with connect("postgres") as admin:
         admin.execute(f"DROP DATABASE {DB}")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return summary()
 
 
 if __name__ == "__main__":

@@ -9,24 +9,7 @@ import json
 import sys
 import threading
 
-import psycopg
-
-passed = 0
-failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok - {name}")
-    else:
-        failed += 1
-        print(f"not ok - {name} {detail}")
-
-
-def connect(dbname):
-    return psycopg.connect(dbname=dbname, autocommit=True)
+from _tap import check, connect, summary
 
 
 def work_all(cur, run_id, outcome="ok"):
@@ -153,8 +136,7 @@ def main():
     conn.close()
     with connect("postgres") as admin:
         admin.execute("DROP DATABASE workflow_py")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return summary()
 
 
 if __name__ == "__main__":
