@@ -12,7 +12,9 @@ step is completed SUCCEEDED, FAILED or CANCELED, with identical repeats and
 one conflicting repeat.  So the final state does not depend on the
 interleaving, and a reference model written here, in pure Python, predicts
 it: every step's status, reason, error code, output, attempts, job count
-and dependency counters, and the run's status, counters and result.
+and dependency counters, the run's status, counters and result, and the
+run's event history (workflow.history at its default, steps, which setup
+checks in each role's session).
 
 Three blocks of examples:
 
@@ -36,6 +38,39 @@ Three blocks of examples:
               finished step as its own script says, verify() clean); the
               other runs get the full check, given which cancel_job calls
               won their race.
+
+History.  Each finished run's history is read with one call of
+workflow.run_history (as the client role) and checked against the model's
+trace of it:
+
+  every run   run_started first of all its events (with its number of
+              steps), each run_status_changed from the status before it,
+              one terminal run_status_changed or run_canceled, last of all
+              its events, ending in the run's status; every step released
+              once if it was released (step_released naming its job), and
+              exactly one terminal event (step_succeeded, step_failed,
+              step_canceled, or external_completed with its status), of
+              the step's final status and, where the model knows it, error
+              code; the attempts of its step_started events exactly 1..n
+              (release_job gives an attempt back, so the next start repeats
+              the number; an attempt given back and never started again
+              still counts);
+  sequential  the lockstep model traces every event: each step's events in
+              order, details included (released, started, retried,
+              lease_expired, returned, ..., terminal; of run_at only that
+              it is there), and the run's events in order;
+  concurrent  the reference model traces each step from its script, the
+              worker left open: every step's events in order, except for a
+              step whose cancel_job won a race (its attempts then at most
+              the script's, and its job's attempt, or one more if given
+              back last);
+  cancel      runs that cancel_run canceled: each step's one terminal event
+              agrees with the step's status, reason and error code, its
+              attempts as for a cancel_job above, and the run ends with
+              run_canceled with the test's reason.
+
+In the sequential block the reference model's traces are also compared with
+the lockstep model's, for runs without cancels.
 
 Three runs in four keep their counters in counter shards (every level of
 two steps or more is sharded, into at most 2, 3 or 64 shards), the rest on
@@ -87,7 +122,9 @@ does not behave as docs/reference.md says as a failure of the example.  Every ru
 ends with workflow.verify(run) returning nothing, and the whole database
 with workflow.verify() at the end.  The rows of passed examples are deleted
 once more than KEEP_STEPS steps are kept, so that the database, and with it
-that last verify(), stay small; failed examples keep theirs.
+that last verify(), stay small; failed examples keep theirs.  Their events
+stay (the history is append-only; only purge deletes it), which no check
+reads again.
 
 A failing example is shrunk by Hypothesis (within SHRINK_BUDGET seconds per
 block) and printed, with the definitions of its runs; if shrinking runs out
@@ -150,6 +187,23 @@ RUN_CANCELED = "workflow.run_canceled"
 JOB_CANCELED = "job.canceled"
 EXPIRED = "job.lease_expired"
 EXT_CANCEL_REASON = "model.external_cancel"
+# the reasons the test gives, which the history's step_canceled and
+# run_canceled events carry
+SELF_CANCEL_REASON = "model: the worker cancels its job"
+SEQ_CANCEL_JOB_REASON = "model: sequential cancel_job"
+SEQ_CANCEL_RUN_REASON = "model: sequential cancel"
+CANCEL_JOB_REASON = "model: cancel_job at a random moment"
+CANCEL_RUN_REASON = "model: cancel at a random moment"
+# the engine's own messages
+EXPIRED_MESSAGE = "the lease expired before the job finished"
+DEP_MESSAGE = "a prerequisite did not succeed"
+# the history's terminal step events and the status each records
+# (external_completed: the status in its detail)
+TERMINAL_EVENTS = {"step_succeeded": "SUCCEEDED", "step_failed": "FAILED",
+                   "step_canceled": "CANCELED", "external_completed": None}
+STEP_EVENTS = ("step_released", "step_started", "step_retried", "step_lease_expired",
+               "step_returned") + tuple(TERMINAL_EVENTS)
+RUN_EVENTS = ("run_started", "run_status_changed", "run_canceled")
 FOREIGN_PRIORITY = 100  # the other organization's jobs: ahead of every drawn priority
 
 # Roles.  The superuser of the cluster (PGUSER) only sets up, moves leases
@@ -399,6 +453,10 @@ def fail_code(step, attempt):
     return f"e.{step.key}.{attempt}"
 
 
+def fail_message(d, i, attempt):
+    return f"failure {d}/{i}/{attempt}"
+
+
 def ext_args(step):
     """(status, output, status_reason, error_code, error_message) of an external step."""
     status = step.ext[0]
@@ -407,6 +465,116 @@ def ext_args(step):
     if status == "FAILED":
         return status, None, None, f"x.{step.key}", "external failure"
     return status, None, EXT_CANCEL_REASON, None, None
+
+
+# ---------------------------------------------------------------------------
+# The history a model expects: events as (event_type, detail), a detail
+# value ANY where the contract leaves it open (run_at, the job_id of
+# step_released, checked on its own, and the worker of a concurrent block)
+
+
+def ev_released(step):
+    return "step_released", ({"job_id": ANY} if step.kind == "job" else {})
+
+
+def ev_started(attempt, worker):
+    return "step_started", {"attempt": attempt, "worker_id": worker}
+
+
+def ev_returned(attempt, worker):
+    return "step_returned", {"attempt": attempt, "worker_id": worker, "run_at": ANY}
+
+
+def ev_expired(attempt, worker):
+    return "step_lease_expired", {"attempt": attempt, "worker_id": worker, "run_at": ANY}
+
+
+def ev_retried(attempt, code, message):
+    return "step_retried", {"attempt": attempt, "error_code": code, "error_message": message,
+                            "run_at": ANY}
+
+
+def ev_succeeded(attempt):
+    return "step_succeeded", {"attempt": attempt}
+
+
+def ev_failed(attempt, code, message):
+    return "step_failed", {"attempt": attempt, "error_code": code, "error_message": message}
+
+
+def ev_canceled(code, reason, attempt=None):
+    """step_canceled: by cancel_job (with the job's attempt), by cancel_run
+    or for an unsatisfied dependency (without)."""
+    detail = {"error_code": code, "reason": reason}
+    if attempt is not None:
+        detail["attempt"] = attempt
+    return "step_canceled", detail
+
+
+def ev_external(step):
+    """external_completed as the client role completes the step."""
+    status, _output, reason, code, _msg = ext_args(step)
+    detail = {"status": status, "role": CLIENT_ROLE}
+    if code is not None:
+        detail["error_code"] = code
+    if reason is not None:
+        detail["reason"] = reason
+    return "external_completed", detail
+
+
+def job_trace(step, d, i, worker):
+    """The events of a job step that nothing cancels, from its script."""
+    out = [ev_released(step)]
+    for a, (releases, o) in enumerate(step.effective_script(), 1):
+        for _ in range(releases):
+            out += [ev_started(a, worker), ev_returned(a, worker)]
+        out.append(ev_started(a, worker))
+        last = a == step.max_attempts
+        if o == "S":
+            out.append(ev_succeeded(a))
+        elif o == "FN" or (o == "FR" and last):
+            out.append(ev_failed(a, fail_code(step, a), fail_message(d, i, a)))
+        elif o == "FR":
+            out.append(ev_retried(a, fail_code(step, a), fail_message(d, i, a)))
+        elif o == "E":
+            out.append(ev_failed(a, EXPIRED, EXPIRED_MESSAGE) if last else ev_expired(a, worker))
+        else:
+            out.append(ev_canceled(JOB_CANCELED, SELF_CANCEL_REASON, a))
+    return tuple(out)
+
+
+def terminal_event(kind, status, reason):
+    """The type of a finished step's one terminal event: an external step
+    that the engine canceled gets step_canceled, not external_completed."""
+    if kind == "external" and reason not in (DEP, RUN_CANCELED):
+        return "external_completed"
+    return {"SUCCEEDED": "step_succeeded", "FAILED": "step_failed",
+            "CANCELED": "step_canceled"}[status]
+
+
+def event_matches(want, got):
+    """got (event_type, detail) is the event want describes."""
+    if want[0] != got[0] or not isinstance(got[1], dict) or set(want[1]) != set(got[1]):
+        return False
+    return all(v is ANY or got[1][k] == v for k, v in want[1].items())
+
+
+def show_event(e):
+    if e is None:
+        return "nothing"
+    return e[0] + " " + json.dumps({k: ("ANY" if v is ANY else v) for k, v in e[1].items()},
+                                   sort_keys=True, default=str)
+
+
+def trace_mismatch(want, got, names=("the history's", "the model's")):
+    """None if the events got are the events want, else where they part."""
+    for n in range(max(len(want), len(got))):
+        w = want[n] if n < len(want) else None
+        g = got[n] if n < len(got) else None
+        if w is None or g is None or not event_matches(w, g):
+            return (f"{names[0]} event {n + 1} of {len(got)} is {show_event(g)}, {names[1]}"
+                    f" (of {len(want)}) {show_event(w)}")
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -425,6 +593,20 @@ class Final:
     job_status: object = None
     unsat: int = 0
     token: object = ANY
+    started: int = 0        # the highest attempt number that started
+    trace: object = None    # the step's events in order, None when not known
+
+
+def final_diff(pred, lock):
+    """How the reference model's Final differs from the lockstep model's."""
+    out = []
+    for k in Final.__dataclass_fields__:
+        a, b = getattr(pred, k), getattr(lock, k)
+        if a != b:
+            out.append(trace_mismatch(a or (), b or (), ("the lockstep model's", "the reference"
+                                                           " model's")) if k == "trace"
+                       else f"{k} {a!r} (reference) vs {b!r} (lockstep)")
+    return "; ".join(out)
 
 
 def job_outcome(step):
@@ -444,27 +626,34 @@ def job_outcome(step):
     raise AssertionError("script shorter than max_attempts")
 
 
-def predict(dag, canceled=frozenset()):
+def predict(dag, d, canceled=frozenset(), worker=ANY):
     """Final state of every step, in one pass in index order (edges go
-    forward).  canceled: job steps whose cancel_job won its race."""
+    forward), with its events.  d: the DAG's index in the example (it is in
+    the failure messages); canceled: job steps whose cancel_job won its
+    race; worker: the worker_id of the step_started events, ANY when
+    several workers share the jobs."""
     out = []
     for i, s in enumerate(dag.steps):
         unsat = sum(1 for p, mode in s.deps
                     if mode == "on_success" and out[p].status != "SUCCEEDED")
         if unsat:
-            out.append(Final("CANCELED", DEP, DEP, unsat=unsat))
+            out.append(Final("CANCELED", DEP, DEP, unsat=unsat,
+                             trace=(ev_canceled(DEP, DEP_MESSAGE),)))
             continue
         if s.kind == "external":
             status, output, reason, code, _msg = ext_args(s)
-            out.append(Final(status, reason, code, output, released=True))
+            out.append(Final(status, reason, code, output, released=True,
+                             trace=(ev_released(s), ev_external(s))))
             continue
         status, attempts, err, output, token = job_outcome(s)
         if i in canceled:
+            # when the cancel came is not known, so neither are the events
             out.append(Final("CANCELED", JOB_CANCELED, JOB_CANCELED, None, attempts, True,
-                             True, "CANCELED"))
+                             True, "CANCELED", started=attempts))
         else:
             out.append(Final(status, JOB_CANCELED if status == "CANCELED" else ANY, err,
-                             output, attempts, False, True, status, 0, token))
+                             output, attempts, False, True, status, 0, token, attempts,
+                             job_trace(s, d, i, worker)))
     return out
 
 
@@ -496,7 +685,11 @@ def counters_of(statuses):
 
 class RunModel:
     """The incremental model, kept in lockstep with the engine by the
-    sequential worker: every event the worker causes is applied here."""
+    sequential worker: every event the worker causes is applied here, and
+    the history events it should write are traced, per step and for the
+    run (the sequential worker is "seq")."""
+
+    WORKER = "seq"
 
     def __init__(self, dag):
         self.dag = dag
@@ -519,6 +712,10 @@ class RunModel:
         self.run_canceled_steps = set()
         self.dirty = set()      # steps changed since the last comparison
         self.syncs = 0
+        self.started = [0] * n                  # highest attempt started
+        self.trace = [[] for _ in range(n)]     # each step's events
+        self.run_trace = []                     # the run's events
+        self.traced_status = None               # the run status run_trace ends in
         for i, s in enumerate(dag.steps):
             if not s.deps:
                 self._release(i)
@@ -526,6 +723,7 @@ class RunModel:
     def _release(self, i):
         self.dirty.add(i)
         self.released[i] = True
+        self.trace[i].append(ev_released(self.dag.steps[i]))
         if self.dag.steps[i].kind == "job":
             self.status[i] = "ENQUEUED"
             self.job_status[i] = "QUEUED"
@@ -538,10 +736,13 @@ class RunModel:
         self.status[i] = "RUNNING"
         self.job_status[i] = "RUNNING"
         self.attempts[i] += 1
+        self.started[i] = max(self.started[i], self.attempts[i])
+        self.trace[i].append(ev_started(self.attempts[i], self.WORKER))
 
-    def requeue(self, i, err=None, release=False):
+    def requeue(self, i, event, err=None, release=False):
         assert self.status[i] == "RUNNING", (i, self.status[i])
         self.dirty.add(i)
+        self.trace[i].append(event)
         self.status[i] = "ENQUEUED"
         self.job_status[i] = "QUEUED"
         if release:
@@ -549,9 +750,10 @@ class RunModel:
         if err is not None:
             self.err[i] = err
 
-    def finish(self, i, status, reason=ANY, err=KEEP, output=None, token=ANY):
+    def finish(self, i, status, event, reason=ANY, err=KEEP, output=None, token=ANY):
         assert self.status[i] not in TERMINAL, (i, self.status[i])
         self.dirty.add(i)
+        self.trace[i].append(event)
         self.status[i] = status
         self.reason[i] = reason
         if err is not KEEP:
@@ -569,11 +771,15 @@ class RunModel:
                 if self.unsat[j] == 0:
                     self._release(j)
                 else:
-                    self.finish(j, "CANCELED", DEP, DEP)
+                    self.finish(j, "CANCELED", ev_canceled(DEP, DEP_MESSAGE), DEP, DEP)
 
-    def cancel_run(self):
+    def cancel_run(self, reason):
+        self.trace_run_status()
+        self.run_trace.append(("run_canceled", {"from": self.traced_status, "reason": reason}))
+        self.traced_status = "CANCELED"
         for i, s in enumerate(self.status):
             if s not in TERMINAL:
+                self.trace[i].append(ev_canceled(RUN_CANCELED, reason))
                 self.dirty.add(i)
                 self.status[i] = "CANCELED"
                 self.reason[i] = RUN_CANCELED
@@ -588,10 +794,21 @@ class RunModel:
     def run_status(self):
         return run_status_of(self.status, self.canceled)
 
+    def trace_run_status(self):
+        """After each engine call: run_started the first time, then
+        run_status_changed whenever the call changed the run's status."""
+        status = self.run_status()
+        if self.traced_status is None:
+            self.run_trace.append(("run_started", {"steps": len(self.status), "status": status}))
+        elif status != self.traced_status:
+            self.run_trace.append(("run_status_changed",
+                                   {"from": self.traced_status, "to": status}))
+        self.traced_status = status
+
     def finals(self):
         return [Final(self.status[i], self.reason[i], self.err[i], self.output[i],
                       self.attempts[i], False, self.released[i], self.job_status[i],
-                      self.unsat[i], self.token[i])
+                      self.unsat[i], self.token[i], self.started[i], tuple(self.trace[i]))
                 for i in range(len(self.status))]
 
 
@@ -915,29 +1132,38 @@ class ExampleRun:
         m = self.models[d]
         s = self.ex.dags[d].steps[i]
         self.last_event = f"{action} {self.key(d, i)} attempt {a}"
+        w = m.WORKER
         if action == "claim":
             m.claim(i)
         elif action == "S":
-            m.finish(i, "SUCCEEDED", output=job_output(s, a), token=True)
+            m.finish(i, "SUCCEEDED", ev_succeeded(a), output=job_output(s, a), token=True)
         elif action == "FR":
+            code, msg = fail_code(s, a), fail_message(d, i, a)
             if a >= s.max_attempts:
-                m.finish(i, "FAILED", err=fail_code(s, a), token=True)
+                m.finish(i, "FAILED", ev_failed(a, code, msg), err=code, token=True)
             else:
-                m.requeue(i, err=fail_code(s, a))
+                m.requeue(i, ev_retried(a, code, msg), err=code)
         elif action == "FN":
-            m.finish(i, "FAILED", err=fail_code(s, a), token=True)
+            m.finish(i, "FAILED", ev_failed(a, fail_code(s, a), fail_message(d, i, a)),
+                     err=fail_code(s, a), token=True)
         elif action == "R":
-            m.requeue(i, release=True)
+            m.requeue(i, ev_returned(a, w), release=True)
         elif action == "E":
             if a >= s.max_attempts:
-                m.finish(i, "FAILED", err=EXPIRED, token=False)
+                m.finish(i, "FAILED", ev_failed(a, EXPIRED, EXPIRED_MESSAGE), err=EXPIRED,
+                         token=False)
             else:
-                m.requeue(i, err=EXPIRED)
-        elif action in ("C", "cancel_job"):
-            m.finish(i, "CANCELED", JOB_CANCELED, JOB_CANCELED)
+                m.requeue(i, ev_expired(a, w), err=EXPIRED)
+        elif action == "C":
+            m.finish(i, "CANCELED", ev_canceled(JOB_CANCELED, SELF_CANCEL_REASON, a),
+                     JOB_CANCELED, JOB_CANCELED)
+        elif action == "cancel_job":
+            # the job is queued: its attempt is the attempts that count
+            m.finish(i, "CANCELED", ev_canceled(JOB_CANCELED, SEQ_CANCEL_JOB_REASON,
+                                                m.attempts[i]), JOB_CANCELED, JOB_CANCELED)
         elif action == "X":
             status, output, reason, code, _msg = ext_args(s)
-            m.finish(i, status, reason, code, output)
+            m.finish(i, status, ev_external(s), reason, code, output)
         else:
             raise AssertionError(action)
 
@@ -948,6 +1174,7 @@ class ExampleRun:
         m = self.models[d]
         run_id = self.run_ids[d]
         self.inc("lockstep_checks")
+        m.trace_run_status()
         r = self.call(cur, "sync", "SELECT r.status::text AS status, c.*"
                       " FROM workflow.workflow_runs r, workflow.run_counters(r.id) c"
                       " WHERE r.id = %s", (run_id,))
@@ -1108,7 +1335,7 @@ class ExampleRun:
     def fail_one(self, cur, x, retryable, rng):
         row, d, i, a, action = x
         s = self.ex.dags[d].steps[i]
-        args = (row["id"], row["lease_token"], fail_code(s, a), f"failure {d}/{i}/{a}", retryable)
+        args = (row["id"], row["lease_token"], fail_code(s, a), fail_message(d, i, a), retryable)
         sql = "SELECT workflow.fail_job(%s, %s, %s, %s, %s)"
         r = self.call(cur, "fail_job", sql, args)
         if r.ok:
@@ -1136,7 +1363,7 @@ class ExampleRun:
             args = (ids, tokens, outs)
         else:
             codes = [fail_code(self.ex.dags[x[1]].steps[x[2]], x[3]) for x in group]
-            msgs = [f"failure {x[1]}/{x[2]}/{x[3]}" for x in group]
+            msgs = [fail_message(x[1], x[2], x[3]) for x in group]
             sql = ("SELECT * FROM workflow.fail_jobs(%s::uuid[], %s::uuid[], %s::text[],"
                    " %s::text[], %s) AS id")
             args = (ids, tokens, codes, msgs, kind == "FR")
@@ -1242,7 +1469,7 @@ class ExampleRun:
         row, d, i, a, _ = x
         client = self.h.cursor_as(CLIENT_ROLE)
         r = self.call(client, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
-                      (row["id"], "model: the worker cancels its job"))
+                      (row["id"], SELF_CANCEL_REASON))
         if r.ok:
             self.inc("self_cancels")
             self.model_event(d, i, "C", a)
@@ -1387,7 +1614,7 @@ class ExampleRun:
         if kind == "run":
             before = m.run_status()
             r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s, %s) AS s",
-                          (run_id, "model: sequential cancel"))
+                          (run_id, SEQ_CANCEL_RUN_REASON))
             self.last_event = f"cancel_run dag {d}"
             if before in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
                 if not r.is_("55000", "workflow.run_already_terminal"):
@@ -1397,7 +1624,7 @@ class ExampleRun:
                 raise Diverged()
             elif before != "CANCELED":
                 self.inc("cancel_runs")
-                m.cancel_run()
+                m.cancel_run(SEQ_CANCEL_RUN_REASON)
             self.sync(cur, d, "cancel_run")
             return
         s = self.ex.dags[d].steps[i]
@@ -1407,7 +1634,7 @@ class ExampleRun:
                            " WHERE workflow_run_id = %s AND step_key = %s",
                            (run_id, s.key)).rows[0]["job_id"]
         r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
-                      (job_id, "model: sequential cancel_job"))
+                      (job_id, SEQ_CANCEL_JOB_REASON))
         if m.job_status[i] in ("QUEUED", "RUNNING"):
             if not r.ok:
                 self.problem(f"cancel_job of live {self.key(d, i)}: {r!r}")
@@ -1592,7 +1819,7 @@ class ExampleRun:
                              " FROM workflow.workflow_steps WHERE workflow_run_id = %s"
                              " AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED')", (run_id,))
             r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s, %s) AS s",
-                          (run_id, "model: cancel at a random moment"))
+                          (run_id, CANCEL_RUN_REASON))
             if r.ok and r.rows[0]["s"] == "CANCELED":
                 with self.lock:
                     self.canceled_runs.add(d)
@@ -1615,7 +1842,7 @@ class ExampleRun:
         if status not in ("ENQUEUED", "RUNNING") or job_id is None or rng.random() < 0.3:
             return False
         r = self.call(cur, "cancel_job", "SELECT workflow.cancel_job(%s, %s)",
-                      (job_id, "model: cancel_job at a random moment"))
+                      (job_id, CANCEL_JOB_REASON))
         if r.ok:
             with self.lock:
                 self.canceled_jobs.add((d, arg))
@@ -1770,6 +1997,8 @@ class ExampleRun:
                 if (by_key[i]["status"], by_key[i]["output"]) != (status, output):
                     bad(f"s{i} was {status} before cancel_run, now {by_key[i]['status']}")
 
+        self.check_history(d, finals, run, by_key, jobs_of, weak, bad)
+
         v = self.call(cur, "verify", "SELECT step_key, problem, expected, actual"
                       " FROM workflow.verify(%s)", (run_id,))
         if not v.ok:
@@ -1778,6 +2007,138 @@ class ExampleRun:
             bad(f"verify(): {row['step_key'] or 'run'}: {row['problem']}: expected"
                 f" {row['expected']}, actual {row['actual']}")
         return out
+
+    def check_history(self, d, finals, run, by_key, jobs_of, weak, bad):
+        """The run's history, read in one call of run_history by the client
+        role, against the model: the run's events and, for every step, its
+        one terminal event, the attempts that started and, where the model
+        knows it, every event in order.  weak: a run cancel_run canceled at
+        a moment the model does not know."""
+        t0 = time.monotonic()
+        dag = self.ex.dags[d]
+        r = self.call(self.h.cursor_as(CLIENT_ROLE), "run_history",
+                      "SELECT step_key, event_type, detail FROM workflow.run_history(%s)",
+                      (self.run_ids[d],))
+        if not r.ok:
+            bad(f"run_history: {r!r}")
+            return
+        self.inc("history_checks")
+        self.inc("history_events", len(r.rows))
+        steps = [[] for _ in dag.steps]
+        run_events = []
+        for row in r.rows:
+            e = (row["event_type"], row["detail"])
+            key = row["step_key"]
+            if key is None:
+                if e[0] not in RUN_EVENTS:
+                    bad(f"history: run event {show_event(e)}")
+                run_events.append(e)
+            elif e[0] not in STEP_EVENTS or not (key[:1] == "s" and key[1:].isdigit()
+                                                 and int(key[1:]) < len(dag.steps)):
+                bad(f"history: {key} event {show_event(e)}")
+            else:
+                steps[int(key[1:])].append(e)
+
+        # the run: run_started first, each change from the status before,
+        # the one terminal change last of all, to the run's status
+        rows = r.rows
+        if not rows or (rows[0]["step_key"], rows[0]["event_type"]) != (None, "run_started"):
+            bad("history: the first event is "
+                + (f"{rows[0]['step_key'] or 'run'} {rows[0]['event_type']}" if rows else "none")
+                + ", not run_started")
+        status, ends = None, 0
+        for n, (kind, det) in enumerate(run_events):
+            if kind == "run_started":
+                if n or det != {"steps": len(dag.steps), "status": det.get("status")}:
+                    bad(f"history: run event {n + 1} is {show_event((kind, det))}")
+                status = det.get("status")
+                continue
+            frm = det.get("from")
+            to = "CANCELED" if kind == "run_canceled" else det.get("to")
+            want_keys = {"from", "reason"} if kind == "run_canceled" else {"from", "to"}
+            if set(det) != want_keys or frm != status or to == status:
+                bad(f"history: run event {n + 1} {show_event((kind, det))} after status {status}")
+            status = to
+            ends += to in RUN_TERMINAL
+        last = rows[-1] if rows else None
+        if (ends != 1 or status != run["status"] or last["step_key"] is not None
+                or last["event_type"] not in ("run_status_changed", "run_canceled")):
+            bad(f"history: the run's events end in {status} ({ends} terminal), the last event is "
+                + (f"{last['step_key'] or 'run'} {last['event_type']}" if last else "none")
+                + f"; the run is {run['status']}")
+        if weak:
+            if not run_events or not event_matches(
+                    ("run_canceled", {"from": ANY, "reason": CANCEL_RUN_REASON}), run_events[-1]):
+                bad(f"history: canceled run ends with"
+                    f" {show_event(run_events[-1] if run_events else None)}, not run_canceled"
+                    f" with reason {CANCEL_RUN_REASON!r}")
+        elif self.seq:
+            miss = trace_mismatch(self.models[d].run_trace, run_events)
+            if miss:
+                bad(f"history: run events: {miss}")
+
+        # the steps
+        traced = 0
+        for i, s in enumerate(dag.steps):
+            row = by_key[i]
+            evs = steps[i]
+            js = jobs_of.get(row["id"], [])
+            job_attempt = js[0]["attempt"] if js else 0
+            if weak:
+                status, reason, err = row["status"], row["status_reason"], row["last_error_code"]
+                released, trace = row["released_at"] is not None, None
+            else:
+                f = finals[i]
+                status, reason, err, released, trace = f.status, f.reason, f.err, f.released, f.trace
+            # one terminal event, of the step's status (and error code); a
+            # step of a canceled run left unfinished is reported above
+            term = [(k, det) for k, det in evs if k in TERMINAL_EVENTS]
+            want = terminal_event(s.kind, status, reason) if status in TERMINAL else None
+            if want is None:
+                pass
+            elif len(term) != 1 or term[0][0] != want or \
+                    (TERMINAL_EVENTS[want] or term[0][1].get("status")) != status or \
+                    (want != "step_succeeded" and err is not ANY
+                     and term[0][1].get("error_code") != err):
+                bad(f"history: s{i} terminal events "
+                    + ("; ".join(show_event(e) for e in term) or "none")
+                    + f"; expected one {want} {status}"
+                    + ("" if want == "step_succeeded" or err is ANY else f" error_code {err}"))
+            # released once if released, with the step's job
+            rel = [det for k, det in evs if k == "step_released"]
+            if len(rel) != int(released) or any(
+                    det.get("job_id") != (str(row["job_id"]) if s.kind == "job" else None)
+                    for det in rel):
+                bad(f"history: s{i} {len(rel)} step_released {rel}, expected"
+                    f" {int(released)}" + (f" with job {row['job_id']}" if s.kind == "job" else ""))
+            # the attempts that started: 1..n, each once or again after
+            # release_job gave it back
+            started = sorted({det.get("attempt", -1) for k, det in evs if k == "step_started"})
+            if weak or f.attempts_at_most:
+                # canceled at a moment the model does not know: up to the
+                # script's attempts, the job's attempt, or one more if the
+                # last one was given back and not started again
+                k = len(started)
+                moves = [e for e in evs if e[0] in ("step_started", "step_returned")]
+                returned_last = bool(moves) and moves[-1][0] == "step_returned"
+                top = len(s.effective_script()) if s.kind == "job" else 0
+                ok = started == list(range(1, k + 1)) and k <= top and (
+                    k == job_attempt or (k == job_attempt + 1 and returned_last))
+                want_started = f"1..{job_attempt} (+1 if given back last), at most {top}"
+            else:
+                ok = started == list(range(1, f.started + 1))
+                want_started = f"1..{f.started}"
+            if not ok:
+                bad(f"history: s{i} step_started attempts {started}, expected {want_started}"
+                    f" (job attempt {job_attempt})")
+            # every event, in order, where the model knows them
+            if trace is not None:
+                traced += 1
+                miss = trace_mismatch(trace, evs)
+                if miss:
+                    bad(f"history: s{i} {miss}")
+        self.inc("history_traced", traced)
+        self.inc("history_seconds", time.monotonic() - t0)
 
     def check_weak_step(self, d, i, row, job, bad):
         """A step of a run that cancel_run canceled: whatever finished did so
@@ -1819,11 +2180,13 @@ class ExampleRun:
                         finals = self.models[d].finals()
                         if not self.models[d].canceled and not any(
                                 c[1] == "job" and c[2] == d for c in self.ex.seq_cancels):
-                            pred = predict(dag)
+                            # the two models agree, their traces included
+                            pred = predict(dag, d, worker=RunModel.WORKER)
                             if pred != finals:
                                 diff = [i for i in range(len(pred)) if pred[i] != finals[i]]
                                 self.problem(f"model self-check: dag {d} steps {diff[:5]}:"
-                                             f" {pred[diff[0]]} vs {finals[diff[0]]}")
+                                             f" s{diff[0]} " + final_diff(pred[diff[0]],
+                                                                           finals[diff[0]]))
                         for msg in self.check_final(cur, d, finals):
                             self.problem(msg)
                     elif d in self.canceled_runs:
@@ -1833,7 +2196,7 @@ class ExampleRun:
                     else:
                         self.inc("full_checks")
                         canceled = {i for dd, i in self.canceled_jobs if dd == d}
-                        for msg in self.check_final(cur, d, predict(dag, frozenset(canceled))):
+                        for msg in self.check_final(cur, d, predict(dag, d, frozenset(canceled))):
                             self.problem(msg)
             if self.foreign_run is not None:
                 self.check_foreign(self.h.cursor("main"))
@@ -2021,6 +2384,10 @@ def setup():
             delay = c.execute("SHOW workflow.retry_base_delay_ms").fetchone()[0]
             if delay not in ("0", "0ms"):
                 raise SystemExit(f"{role}: workflow.retry_base_delay_ms is {delay}, not 0")
+            history = c.execute("SHOW workflow.history").fetchone()[0]
+            if history != "steps":
+                raise SystemExit(f"{role}: workflow.history is {history}, not steps (the default,"
+                                 " which the history checks need)")
             if width is not None:
                 got = (c.execute("SHOW workflow.counter_shard_min_width").fetchone()[0],
                        c.execute("SHOW workflow.counter_shards").fetchone()[0])
@@ -2121,6 +2488,10 @@ def main():
               f" {total['full_checks']} concurrent runs against the reference model,"
               f" {total['weak_checks']} canceled runs on the weaker invariants;"
               f" {sum(b.shrink_runs for b in blocks)} shrink runs not counted")
+        print(f"# history: {total['history_checks']} runs' histories read with run_history and"
+              f" checked against the models ({total['history_events']} events; the events of"
+              f" {total['history_traced']} of the {total['steps']} steps compared one by one"
+              f" with the model's trace; {total['history_seconds']:.1f} s)")
         print(f"# {time.monotonic() - t0:.1f} s")
     except Exception:  # noqa: BLE001 - the whole test fails, shown in full
         traceback.print_exc(file=sys.stdout)
