@@ -26,21 +26,55 @@ PG_FUNCTION_INFO_V1(workflow_run_history);
 #define HISTORY_PAGE_ROWS 1000
 
 static Datum RunHistory(PG_FUNCTION_ARGS);
+static bool SameLayout(TupleDesc result, TupleDesc rows);
 static void CopyHistoryPage(ReturnSetInfo *rsinfo);
 
 /*
+ * SameLayout says whether the cursor's rows have the result's layout:
+ * the same columns of the same types, in the same order, none dropped.
+ * Then a page's rows go into the result store as they are.
+ */
+static bool
+SameLayout(TupleDesc result, TupleDesc rows)
+{
+	if (result->natts != rows->natts)
+		return false;
+	for (int c = 0; c < result->natts; c++)
+	{
+		Form_pg_attribute a = TupleDescAttr(result, c);
+		Form_pg_attribute b = TupleDescAttr(rows, c);
+
+		if (a->attisdropped || a->atttypid != b->atttypid ||
+			strcmp(NameStr(a->attname), NameStr(b->attname)) != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
  * CopyHistoryPage copies the rows of the last fetch into the result
- * store, column by column by name, so the result's layout does not depend
- * on the order the cursor returns them in.
+ * store: as they are when the layouts agree, otherwise column by column
+ * by name (the table's row type, which the result is, can have dropped
+ * columns or a new order after an update of the extension).
  */
 static void
 CopyHistoryPage(ReturnSetInfo *rsinfo)
 {
 	TupleDesc	desc = rsinfo->setDesc;
-	Datum	   *values = palloc(sizeof(Datum) * desc->natts);
-	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
-	int		   *columns = palloc(sizeof(int) * desc->natts);
+	Datum	   *values;
+	bool	   *nulls;
+	int		   *columns;
 
+	if (SameLayout(desc, SPI_tuptable->tupdesc))
+	{
+		for (uint64 r = 0; r < SPI_processed; r++)
+			tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[r]);
+		return;
+	}
+
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	columns = palloc(sizeof(int) * desc->natts);
 	for (int c = 0; c < desc->natts; c++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, c);
