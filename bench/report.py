@@ -267,6 +267,14 @@ def targets(S, ref, meta, rows):
         add("job_queue heap + indexes after %d jobs x after the first %d (%s)"
             % (cfg["bloat_total"], cfg["bloat_first"], how), "<=", 2.0,
             a["median"] / b["median"] if a and b and b["median"] else None, note)
+    for form in ("dot", "mermaid"):
+        keys = sorted((k for (k, cl) in S if cl == 1 and k.startswith("run_graph.%s." % form)),
+                      key=lambda k: int(k.rsplit(".", 1)[1]))
+        g = get(keys[-1], 1) if keys else None
+        add("run_graph of a %s-step run (%s), one call, in ms" % (
+                keys[-1].rsplit(".", 1)[1] if keys else "10000", form),
+            "<", 1000, g["median"] if g else None,
+            "the median of %d repetitions" % g["reps"] if g else "", kind="int")
     return T
 
 
