@@ -302,10 +302,14 @@ SELECT (SELECT count(*) FROM workflow.workflow_runs),
           FROM workflow.workflow_step_dependencies t),
        (SELECT count(*) FROM workflow.job_queue),
        (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
-          FROM workflow.job_queue t)
+          FROM workflow.job_queue t),
+       (SELECT count(*) FROM workflow.workflow_events),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
+          FROM workflow.workflow_events t)
 """
 
-TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies"]
+TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies",
+          "workflow_events"]
 
 
 class Session:
@@ -423,7 +427,7 @@ def build_fixture(s):
       " DELETE FROM workflow.workflow_step_dependencies;"
       " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_run_counters;"
       " DELETE FROM workflow.workflow_runs;"
-      " DELETE FROM workflow.job_queue; COMMIT")
+      " DELETE FROM workflow.job_queue; DELETE FROM workflow.workflow_events; COMMIT")
     stale = []
 
     def enqueue(jt, org=None, stage=None, attempts=3, timeout=3600, priority=0):
@@ -503,6 +507,7 @@ RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
              " DELETE FROM workflow.workflow_run_counters;"
              " DELETE FROM workflow.workflow_runs;"
              " DELETE FROM workflow.job_queue;"
+             " DELETE FROM workflow.workflow_events;"
              + "".join(" INSERT INTO workflow.%s SELECT * FROM fuzz_fixture.%s;" % (t, t)
                        for t in TABLES)
              + " COMMIT")
