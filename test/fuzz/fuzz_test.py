@@ -8,18 +8,25 @@ and extreme uuids, NULL in every argument position, arrays with NULL
 elements, of unequal lengths, empty, two-dimensional, with a lower bound of
 0, of 20,000 elements, negative and extreme integers, infinite timestamps,
 every step_status label for complete_external_step, text that does not parse
-as a uuid or a label, and the workflow.* bounds lowered and raised to the
-largest values their settings accept.
+as a uuid or a label, formats of run_graph in every case and spacing, runs
+of every status read with their own organization, another one and none, and
+the workflow.* bounds lowered and raised to the largest values their
+settings accept.
 
 Every call must either succeed or raise an error whose message starts with a
 code from the error table of docs/reference.md and whose SQLSTATE is that code's class:
 never workflow.internal_state (XX000), never another SQLSTATE, never a
 dropped connection (the test reconnects and goes on).  A failed call must
 write nothing: row counts and an md5 of the rows of workflow_runs,
-workflow_steps, workflow_step_dependencies and job_queue, in autocommit, are
-equal before and after it.  Where the outcome follows from the arguments and
-the rows the call reads, a model predicts the exact code or success, and
-what a successful call returns is checked.  workflow.verify() must return
+workflow_steps, workflow_step_dependencies, job_queue and workflow_events,
+in autocommit, are equal before and after it; around run_history and
+run_graph, which only read, they must be equal whatever the outcome.  Where
+the outcome follows from the arguments and the rows the call reads, a model
+predicts the exact code or success, and what a successful call returns is
+checked: run_history returns exactly the run's events in id order, and
+run_graph's text starts with "digraph" (dot) or "flowchart" (mermaid),
+draws each step of the run once, in id order, with its key, kind and
+status, and each of its edges once.  workflow.verify() must return
 nothing after every example and after the whole run.  Text that fails to
 parse as a uuid or a step_status is accepted only with the same error the
 cast alone gives (22P02, raised in the client's cast before the call).
@@ -186,7 +193,12 @@ SIGS = {
                                ("error_message", "text"), ("organization_id", "uuid")],
     "cancel_run": [("workflow_run_id", "uuid"), ("reason", "text"),
                    ("organization_id", "uuid")],
+    "run_history": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
+    "run_graph": [("workflow_run_id", "uuid"), ("format", "text"),
+                  ("organization_id", "uuid")],
 }
+# Functions that read only: a successful call must write nothing either.
+READ_ONLY = {"run_history", "run_graph"}
 # Values of omitted trailing arguments, as the models see them.
 DEFAULTS = {
     "enqueue": [None, "{}", 0, "now", 3, 300, None, None],
@@ -199,6 +211,8 @@ DEFAULTS = {
     "start_run": [None, None, None],
     "complete_external_step": [None, None, None, None, None, None, None, None],
     "cancel_run": [None, None, None],
+    "run_history": [None, None],
+    "run_graph": [None, "dot", None],
 }
 # What each call selects, so that no value the client cannot load
 # (infinite or BC timestamps) comes back.
@@ -217,6 +231,8 @@ SELECTS = {
     "start_run": "x",
     "complete_external_step": "x.id, x.step_key, x.status::text",
     "cancel_run": "x::text",
+    "run_history": "x.id, x::text",
+    "run_graph": "x",
 }
 
 # ---------------------------------------------------------------------------
@@ -372,17 +388,24 @@ class Session:
         self.pools = None
         self.dirty = True
 
-    def call(self, sql, params, expect_error=True):
+    def call(self, sql, params, expect_error=True, read_only=False):
         """An API call: success, a server error, or a lost connection.
         The tables are compared around a call that may fail; one the model
-        expects to succeed is reported anyway if it fails."""
+        expects to succeed is reported anyway if it fails.  Around a call
+        of a read-only function they are compared whatever its outcome."""
         STATS["calls"] += 1
-        before = self.snapshot() if expect_error or self.snap_cache else None
+        before = self.snapshot() if expect_error or read_only or self.snap_cache else None
         try:
             cur = self.conn.execute(sql, params)
             rows = cur.fetchall() if cur.description else []
+            out = Outcome(True, rows=rows)
+            if read_only:
+                out.wrote = self.snapshot(fresh=True) != before
+                if out.wrote:
+                    self.changed()
+                return out
             self.changed()
-            return Outcome(True, rows=rows)
+            return out
         except psycopg.Error as e:
             if self.conn.broken or self.conn.closed:
                 msg = str(e)
@@ -403,7 +426,8 @@ class Session:
 
 
 # ---------------------------------------------------------------------------
-# Fixture: plain jobs and runs in every status, saved once, restored per
+# Fixture: plain jobs and runs in every status (RUNNING, WAITING_FOR_EXTERNAL,
+# SUCCEEDED, COMPLETED_WITH_ERRORS, CANCELED), saved once, restored per
 # example with triggers off.
 
 MAIN_DEF = {"name": "fixture", "result_step": "c", "steps": [
@@ -490,6 +514,8 @@ def build_fixture(s):
     q("SELECT workflow.complete_external_step(%s, 'only', 'CANCELED', NULL, NULL,"
       " 'E.X', 'gave up')", (FIX["run_err"],))
     FIX["run_canceled"] = q("SELECT workflow.start_run(%s)", (main,))[0][0]
+    # only an external step, still waiting: the run is WAITING_FOR_EXTERNAL
+    FIX["run_waiting"] = q("SELECT workflow.start_run(%s, %s)", (one, ORG2))[0][0]
     q("SELECT workflow.cancel_run(%s, 'fixture')", (FIX["run_canceled"],))
     FIX["stale_tokens"] = stale
     problems = q("SELECT * FROM workflow.verify()")
@@ -701,7 +727,9 @@ def Pools(s):
 class _Pools:
     def __init__(self, s):
         self.jobs = s.q("SELECT id, lease_token FROM workflow.job_queue ORDER BY id")
-        self.runs = [r[0] for r in s.q("SELECT id FROM workflow.workflow_runs ORDER BY id")]
+        runs = s.q("SELECT id, organization_id FROM workflow.workflow_runs ORDER BY id")
+        self.runs = [r[0] for r in runs]
+        self.run_org = dict(runs)
         self.steps = s.q("SELECT id, workflow_run_id, step_key FROM workflow.workflow_steps"
                          " ORDER BY id")
         self.token_of = {j: t for j, t in self.jobs}
@@ -1075,6 +1103,107 @@ def model_cancel_run(s, a):
     return Expect("ok", post)
 
 
+def run_visible(s, run, org):
+    """Whether a call naming run and org finds the run: it exists and, when
+    org is given, is of that organization (a run of none is of no org)."""
+    rows = s.q("SELECT organization_id FROM workflow.workflow_runs WHERE id = %s", (run,))
+    return bool(rows) and (org is None or rows[0][0] == org)
+
+
+def model_run_history(s, a):
+    run, org = a
+    if run is None:
+        return Expect(IA, why="workflow_run_id")
+    if not run_visible(s, run, org):
+        return Expect("workflow.run_not_found")
+
+    def post(out):
+        want = s.q("SELECT e.id, e::text FROM workflow.workflow_events e"
+                   " WHERE e.workflow_run_id = %s ORDER BY e.id", (run,))
+        if out.rows == want:
+            return None
+        for i, (got_row, want_row) in enumerate(zip(out.rows, want)):
+            if got_row != want_row:
+                return "row %d is %s, the run's event there is %s" % (
+                    i + 1, short(got_row[1]), short(want_row[1]))
+        return "returned %d rows, the run has %d events" % (len(out.rows), len(want))
+    return Expect("ok", post)
+
+
+GRAPH_HEADS = {"dot": "digraph", "mermaid": "flowchart"}
+GRAPH_NODE = {"dot": re.compile(r"  s[0-9]+ \["), "mermaid": re.compile(r'  s[0-9]+\["')}
+GRAPH_EDGE = {"dot": re.compile(r"  s[0-9]+ -> s[0-9]+( \[style=dashed\])?;$"),
+              "mermaid": re.compile(r"  s[0-9]+ (-->|-\.->) s[0-9]+$")}
+
+
+def _graph_special(ch):
+    """The code point src/graph.c shows escaped: controls, DEL, C1, U+2028/9."""
+    c = ord(ch)
+    return c < 0x20 or 0x7f <= c <= 0x9f or c in (0x2028, 0x2029)
+
+
+def dot_text(key):
+    out = []
+    for ch in key:
+        if _graph_special(ch):
+            out.append("\\\\u%04X" % ord(ch))
+        else:
+            out.append({'"': '\\"', "\\": "\\\\", "&": "&amp;"}.get(ch, ch))
+    return "".join(out)
+
+
+def mermaid_text(key):
+    return "".join(ch if not _graph_special(ch) and (
+        ord(ch) >= 0x80 or ch in KEY_CHARS) else "#%d;" % ord(ch) for ch in key)
+
+
+def model_run_graph(s, a):
+    run, fmt, org = a
+    if run is None:
+        return Expect(IA, why="workflow_run_id")
+    if fmt not in GRAPH_HEADS:
+        return Expect(IA, why="format")
+    if not run_visible(s, run, org):
+        return Expect("workflow.run_not_found")
+
+    def post(out):
+        text = out.rows[0][0] if len(out.rows) == 1 else None
+        if text is None:
+            return "returned %r" % (out.rows,)
+        if not text.startswith(GRAPH_HEADS[fmt]):
+            return "the %s text starts %r" % (fmt, text[:40])
+        steps = s.q("SELECT id, step_key, execution_kind::text, status::text"
+                    " FROM workflow.workflow_steps WHERE workflow_run_id = %s ORDER BY id",
+                    (run,))
+        lines = text.split("\n")
+        nodes = [ln for ln in lines if GRAPH_NODE[fmt].match(ln)]
+        if len(nodes) != len(steps):
+            return "%d node lines for the run's %d steps" % (len(nodes), len(steps))
+        index = {}
+        for i, (sid, key, kind, status) in enumerate(steps, 1):
+            index[sid] = i
+            if fmt == "dot":
+                want = '  s%d [label="%s\\n%s, %s, attempts: ' % (i, dot_text(key), kind, status)
+            else:
+                want = '  s%d["%s<br/>%s, %s, attempts: ' % (i, mermaid_text(key), kind, status)
+            if not nodes[i - 1].startswith(want):
+                return "node %d is %s, expected it to start %s" % (i, short(nodes[i - 1]),
+                                                                   short(want))
+        deps = s.q("SELECT prerequisite_step_id, dependent_step_id, release_mode::text"
+                   " FROM workflow.workflow_step_dependencies WHERE workflow_run_id = %s",
+                   (run,))
+        want_edges = sorted(
+            ("  s%d -> s%d%s;" % (index[p], index[d], " [style=dashed]" if m == "ON_TERMINAL"
+                                  else "")) if fmt == "dot" else
+            ("  s%d %s s%d" % (index[p], "-.->" if m == "ON_TERMINAL" else "-->", index[d]))
+            for p, d, m in deps)
+        got_edges = sorted(ln for ln in lines if GRAPH_EDGE[fmt].match(ln))
+        if got_edges != want_edges:
+            return "edges %s, expected %s" % (short(got_edges), short(want_edges))
+        return None
+    return Expect("ok", post)
+
+
 def model_start_run(s, a, validity=None):
     """validity: 'valid', 'invalid', 'either' (valid in JSON's eyes, such as
     5.0 for an integer), or None when unknown (any JSON).  The definition is
@@ -1128,7 +1257,8 @@ MODELS = {
     "release_job": model_release_job, "cancel_job": model_cancel_job,
     "reap_expired": model_reap, "complete_jobs": model_complete_jobs,
     "fail_jobs": model_fail_jobs, "complete_external_step": model_complete_external_step,
-    "cancel_run": model_cancel_run,
+    "cancel_run": model_cancel_run, "run_history": model_run_history,
+    "run_graph": model_run_graph,
 }
 
 
@@ -1144,6 +1274,9 @@ def resolve(fn, specs, P):
         if typ == "uuid":
             if name == "lease_token":
                 v = resolve_token(spec, values[0] if values else None, P)
+            elif name == "organization_id" and spec == "OWN":
+                # the organization of the run named by the first argument
+                v = P.run_org.get(values[0]) if values else None
             elif name == "organization_id":
                 v = resolve_org(spec)
             else:
@@ -1228,6 +1361,9 @@ def judge(s, fn, sql, params, out, expect):
         if out.wrote:
             raise violation("%s: failed call wrote" % fn,
                             "%s -> %s, but the tables changed" % (what, out))
+    elif out.wrote:
+        raise violation("%s: read call wrote" % fn,
+                        "%s -> %s, but the tables changed" % (what, out))
     exp = expect.result
     if exp == ANY_CODE:
         return
@@ -1255,7 +1391,7 @@ def perform(s, action):
     else:
         expect = MODELS[fn](s, full)
     sql = build_sql(fn, n)
-    out = s.call(sql, params, expect_error=expect.result != "ok")
+    out = s.call(sql, params, expect_error=expect.result != "ok", read_only=fn in READ_ONLY)
     judge(s, fn, sql, params, out, expect)
     return out
 
@@ -1273,7 +1409,8 @@ def trailing(draw, fn, args):
     """Sometimes omits trailing arguments that have defaults."""
     required = {"enqueue": 1, "claim": 1, "complete_job": 2, "fail_job": 4,
                 "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4, "start_run": 1,
-                "complete_external_step": 3, "cancel_run": 1}.get(fn, len(args))
+                "complete_external_step": 3, "cancel_run": 1, "run_history": 1,
+                "run_graph": 1}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
         n = draw(st.integers(required, len(args)))
@@ -1408,6 +1545,33 @@ def external_action(draw):
 def cancel_run_action(draw):
     args = [draw(run_ref), draw(st.one_of(st.none(), text_spec)), draw(org_ref)]
     return draw(trailing("cancel_run", args))
+
+
+# organization_id of the read calls: none, the run's own ("OWN"), another
+# organization, or one that exists nowhere
+read_org = weighted((4, st.none()), (3, st.just("OWN")), (1, st.sampled_from(["ORG", "ORG2"])),
+                    (1, st.uuids()))
+graph_format = weighted(
+    (6, st.sampled_from(["dot", "mermaid"])),
+    (3, st.sampled_from(["DOT", "Dot", "dOT", "dOt", "MERMAID", "Mermaid", "mermaiD",
+                         "MerMaid"])),
+    (2, st.sampled_from([" dot", "dot ",
+                         "dot\n", "mermaid\t", "\tmermaid", "", "svg", "png", "graphviz",
+                         "digraph", "flowchart", "mermaid.js", "d\u00f3t", "\uff44\uff4f\uff54",
+                         "'dot'", "dot;", "do", "dott", "mermai", "dot\u200b",
+                         "d" * 63 + "\u00e9", "m" * 64 + "\U0001F600"])),
+    (2, small_text), (1, long_text), (1, st.none()))
+read_run = st.one_of(run_ref, st.tuples(st.just("max"), st.integers(0, 63), st.uuids()))
+
+
+@st.composite
+def history_action(draw):
+    return draw(trailing("run_history", [draw(read_run), draw(read_org)]))
+
+
+@st.composite
+def graph_action(draw):
+    return draw(trailing("run_graph", [draw(read_run), draw(graph_format), draw(read_org)]))
 
 
 reap_action = st.just(action("reap_expired"))
@@ -2133,9 +2297,18 @@ def p_cancel(actions):
     run_actions(S, actions)
 
 
+@prop("run_history and run_graph: runs of every status, organizations, formats", 80)
+@given(st.lists(st.one_of(history_action(), graph_action(), history_action(), graph_action(),
+                          external_action(), cancel_run_action(), worker_action(), claim_any,
+                          idempotent_start_action()), min_size=1, max_size=5))
+def p_read(actions):
+    run_actions(S, actions)
+
+
 ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(), batch_action(),
                         external_action(), cancel_run_action(), reap_action, claim_any,
-                        random_start_run_action(), start_run_action(DEFAULT_LIMITS))
+                        random_start_run_action(), start_run_action(DEFAULT_LIMITS),
+                        history_action(), graph_action())
 
 
 @st.composite
@@ -2179,10 +2352,11 @@ def bad_string_action(draw):
         st.sampled_from(["succeeded", "SUCCEEDED ", "DONE", "", "Succeeded", "WAITING"])))
     fn = draw(st.sampled_from(["heartbeat", "complete_job", "release_job", "cancel_job",
                                "cancel_run", "complete_external_step", "complete_external_step",
-                               "start_run", "enqueue", "claim"]))
+                               "start_run", "enqueue", "claim", "run_history", "run_graph"]))
     pos = {"heartbeat": [0, 1], "complete_job": [0, 1], "release_job": [0, 1],
            "cancel_job": [0], "cancel_run": [0, 2], "complete_external_step": [0, 2, 7],
-           "start_run": [1], "enqueue": [6], "claim": [3]}[fn]
+           "start_run": [1], "enqueue": [6], "claim": [3], "run_history": [0, 1],
+           "run_graph": [0, 2]}[fn]
     return {"fn": fn, "pos": draw(st.sampled_from(pos)), "text": text,
             "other": draw(st.sampled_from(["real", "random"]))}
 
@@ -2210,6 +2384,8 @@ def bad_string_case(s, c):
         "start_run": [json.dumps(ONE_EXT), None, None],
         "enqueue": ["fz.plain", "{}", 0, "now", 3, 300, None, None],
         "claim": ["w", None, 1, None, None],
+        "run_history": [FIX["run_org"], ORG],
+        "run_graph": [FIX["run_org"], "mermaid", ORG],
     }[fn]
     values = list(base)
     if not real and fn not in ("start_run", "enqueue", "claim"):
@@ -2218,7 +2394,7 @@ def bad_string_case(s, c):
     params[pos] = text
     sql = build_sql(fn, len(values))
     if parse_error is not None:
-        out = s.call(sql, params)
+        out = s.call(sql, params, read_only=fn in READ_ONLY)
         what = describe(sql, params)
         if out.crashed or out.ok or out.sqlstate != parse_error[0] \
                 or out.message != parse_error[1]:
@@ -2230,7 +2406,7 @@ def bad_string_case(s, c):
         expect = model_start_run(s, values, "valid")
     else:
         expect = MODELS[fn](s, values)
-    out = s.call(sql, params)
+    out = s.call(sql, params, read_only=fn in READ_ONLY)
     judge(s, fn, sql, params, out, expect)
 
 
@@ -2302,7 +2478,7 @@ def p_soak(actions):
 
 RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits",
         "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_batch", "p_external",
-        "p_cancel", "p_start_big", "p_low_limits", "p_soak"]
+        "p_read", "p_cancel", "p_start_big", "p_low_limits", "p_soak"]
 
 
 def null_sweep(s):
@@ -2326,6 +2502,8 @@ def null_sweep(s):
             "complete_external_step": [f["run_main"], "ext1", "SUCCEEDED", '{"o": 1}', "r", "c",
                                        "m", None],
             "cancel_run": [f["run_main"], "r", None],
+            "run_history": [f["run_org"], ORG],
+            "run_graph": [f["run_org"], "mermaid", ORG],
         }[fn]
 
     def model_values(fn, vals):
@@ -2364,7 +2542,7 @@ def null_sweep(s):
         else:
             expect = MODELS[fn](s, mv)
         sql = build_sql(fn, len(vals))
-        out = s.call(sql, vals)
+        out = s.call(sql, vals, read_only=fn in READ_ONLY)
         cases += 1
         STATS["examples"] += 1
         try:
