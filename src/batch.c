@@ -51,6 +51,7 @@ typedef struct Batch
 	int			n;
 	BatchItem  *items;
 	WfJobState *jobs;			/* jobs[i] belongs to items[i] */
+	ItemPointerData *tids;		/* the row version locked for items[i] */
 	Datum	   *tokens;			/* by the caller's index */
 	bool	   *finish;
 	bool	   *returned;
@@ -85,7 +86,8 @@ static int	DeconstructArg(FunctionCallInfo fcinfo, int n, const char *name,
 						   Oid elemtype, Datum **elems, bool **nulls,
 						   int expected);
 static void ConfineBatch(Datum job_ids);
-static void LockBatch(BatchItem *items, int n, WfJobState *jobs);
+static void LockBatch(BatchItem *items, int n, WfJobState *jobs,
+					  ItemPointerData *tids);
 static void LockBatchSteps(WfJobState *jobs, bool *finish, int n);
 static void BatchResult(FunctionCallInfo fcinfo, BatchItem *items,
 						bool *returned, int n);
@@ -167,12 +169,13 @@ ConfineBatch(Datum job_ids)
 
 /*
  * LockBatch locks the named jobs in ascending id and reads their state
- * into jobs[] (in the order of items, which it sorts).  It raises
+ * into jobs[] and the address of the row version it locked into tids[]
+ * (in the order of items, which it sorts).  It raises
  * job.invalid_argument for a duplicate id and job.not_found for a missing
  * one.
  */
 static void
-LockBatch(BatchItem *items, int n, WfJobState *jobs)
+LockBatch(BatchItem *items, int n, WfJobState *jobs, ItemPointerData *tids)
 {
 	static SPIPlanPtr plan = NULL;
 	static SPIPlanPtr nowait_plan = NULL;
@@ -194,7 +197,7 @@ LockBatch(BatchItem *items, int n, WfJobState *jobs)
 	if (sql == NULL)
 	{
 		sql = MemoryContextStrdup(TopMemoryContext,
-								  psprintf("SELECT %s FROM workflow.job_queue j"
+								  psprintf("SELECT %s, j.ctid FROM workflow.job_queue j"
 										   " WHERE j.id" OP("=") "ANY ($1)"
 										   " ORDER BY j.id FOR NO KEY UPDATE",
 										   WF_JOB_STATE_COLUMNS));
@@ -215,11 +218,18 @@ LockBatch(BatchItem *items, int n, WfJobState *jobs)
 
 		memset(&jobs[i], 0, sizeof(WfJobState));
 		jobs[i].id = items[i].id;
+		ItemPointerSetInvalid(&tids[i]);
 		if (row < SPI_processed)
 		{
 			WfResultUuid(row, 1, &row_id);
 			if (WfUuidCompare(&row_id, &items[i].id) == 0)
+			{
+				bool		isnull;
+
+				tids[i] = *(ItemPointer) DatumGetPointer(WfResultDatum(row, WF_JOB_STATE_NCOLUMNS + 1,
+															 &isnull));
 				WfReadJobState(row++, &jobs[i]);
+			}
 		}
 	}
 	pfree(ids);
@@ -313,10 +323,11 @@ BatchLockAndClassify(Batch *batch, Datum *ids, int n, BatchRepeatFn is_repeat)
 		batch->items[i].index = i;
 	}
 	batch->jobs = palloc(sizeof(WfJobState) * n);
+	batch->tids = palloc(sizeof(ItemPointerData) * n);
 	batch->finish = palloc0(sizeof(bool) * n);
 	batch->returned = palloc0(sizeof(bool) * n);
 
-	LockBatch(batch->items, n, batch->jobs);
+	LockBatch(batch->items, n, batch->jobs, batch->tids);
 	for (int i = 0; i < n; i++)
 	{
 		WfJobState *job = &batch->jobs[i];
@@ -387,7 +398,12 @@ CompleteIsRepeat(const Batch *batch, int i, int k)
 					 out_null ? (Datum) 0 : args->outputs[k], out_null);
 }
 
-/* CompleteWrite completes every job to finish, with its output. */
+/*
+ * CompleteWrite completes every job to finish, with its output.  It finds
+ * each row by the address of the version LockBatch locked, which nobody
+ * else can have moved since: a lookup by id would descend the primary key
+ * again, through an entry for every earlier version of the job.
+ */
 static void
 CompleteWrite(const Batch *batch)
 {
@@ -396,10 +412,10 @@ CompleteWrite(const Batch *batch)
 		"UPDATE workflow.job_queue j SET status = 'SUCCEEDED', output = x.output,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
-		"  pg_catalog.unnest($2::pg_catalog.jsonb[])) AS x(id, output)"
-		" WHERE j.id" OP("=") "x.id";
-	static const Oid types[2] = {UUIDARRAYOID, JSONBARRAYOID};
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.tid[]),"
+		"  pg_catalog.unnest($2::pg_catalog.jsonb[])) AS x(tid, output)"
+		" WHERE j.ctid" OP("=") "x.tid";
+	static const Oid types[2] = {TIDARRAYOID, JSONBARRAYOID};
 	CompleteArgs *args = batch->arg;
 	Datum	   *ids = palloc(sizeof(Datum) * batch->n);
 	Datum	   *outputs = palloc(sizeof(Datum) * batch->n);
@@ -413,12 +429,12 @@ CompleteWrite(const Batch *batch)
 
 		if (!batch->finish[i])
 			continue;
-		ids[m] = UUIDPGetDatum(&batch->items[i].id);
+		ids[m] = PointerGetDatum(&batch->tids[i]);
 		output_nulls[m] = args->outputs == NULL || args->output_nulls[k];
 		outputs[m] = output_nulls[m] ? (Datum) 0 : args->outputs[k];
 		m++;
 	}
-	values[0] = WfArray(ids, NULL, m, UUIDOID);
+	values[0] = WfArray(ids, NULL, m, TIDOID);
 	values[1] = WfArray(outputs, output_nulls, m, JSONBOID);
 	WfExecuteGeneric(&plan, sql, 2, types, values, NULL);
 	pfree(ids);

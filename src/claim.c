@@ -119,7 +119,14 @@ ClaimFilters(int types_mode, int orgs_mode, bool by_stage)
 
 /*
  * ClaimLocking is the scan that picks and locks the jobs to claim, at most
- * limit of them, in claim order.
+ * limit of them, in claim order.  It returns their row addresses (ctid):
+ * the lease is written to the very row versions it locked, found by
+ * address, not by a second descent of the primary key per job, whose
+ * entries for earlier versions of the same ids (no status change is HOT)
+ * made that lookup the larger part of the index work of a batch.  A row
+ * that was updated since the scan's snapshot is locked in its newest
+ * version, whose address the scan then returns; and nobody can move a
+ * row this statement holds.
  */
 static char *
 ClaimLocking(int types_mode, const char *filters, const char *limit)
@@ -133,10 +140,11 @@ ClaimLocking(int types_mode, const char *filters, const char *limit)
 		 * until this transaction ends.
 		 */
 		return psprintf(
-						"SELECT j.id FROM (SELECT DISTINCT x.t"
+						"SELECT j.tid FROM (SELECT DISTINCT x.t"
 						"  FROM pg_catalog.unnest($3::pg_catalog.text[]) AS x(t)) AS t"
 						" CROSS JOIN LATERAL ("
-						"SELECT j.id, j.priority, j.run_at FROM workflow.job_queue j"
+						"SELECT j.ctid AS tid, j.id, j.priority, j.run_at"
+						" FROM workflow.job_queue j"
 						" WHERE j.status" OP("=") "'QUEUED'"
 						" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
 						" AND j.job_type" OP("=") "t.t%s"
@@ -146,7 +154,7 @@ ClaimLocking(int types_mode, const char *filters, const char *limit)
 						filters, limit, limit);
 	}
 	return psprintf(
-					"SELECT j.id FROM workflow.job_queue j"
+					"SELECT j.ctid AS tid FROM workflow.job_queue j"
 					" WHERE j.status" OP("=") "'QUEUED'"
 					" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
 					"%s%s"
@@ -180,7 +188,7 @@ ClaimSql(int types_mode, int orgs_mode, bool by_stage, int32 batch_size,
 					"  pg_catalog.make_interval(secs => j.timeout_seconds),"
 					" started_at = COALESCE(j.started_at, pg_catalog.statement_timestamp()),"
 					" updated_at = pg_catalog.statement_timestamp()"
-					" FROM c WHERE j.id" OP("=") "c.id"
+					" FROM c WHERE j.ctid" OP("=") "c.tid"
 					" RETURNING j.*)"
 					" SELECT %s FROM u ORDER BY u.priority DESC, u.run_at, u.id",
 					locking, columns);

@@ -83,6 +83,7 @@ extern int	wf_history;
 	"j.id, j.status::pg_catalog.text, j.lease_token, j.output," \
 	" j.last_error_code, j.last_error_message, j.attempt, j.max_attempts," \
 	" j.workflow_step_id, j.workflow_run_id, j.organization_id"
+#define WF_JOB_STATE_NCOLUMNS 11
 
 /* What a worker-facing call needs to know about a job it names. */
 typedef struct WfJobState
