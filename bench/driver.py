@@ -1633,13 +1633,18 @@ class Bench:
             self.args.port)
 
     def postmaster_pid(self):
-        """The postmaster: the parent of a backend of this cluster."""
-        pid = int(self.scalar("postgres", "SELECT pg_backend_pid()"))
-        try:
-            return int(CpuSampler.fields(pid)[1])
-        except OSError:
-            raise BenchError("cannot read /proc/%d/stat: the server's CPU is not measurable"
-                             " from here" % pid)
+        """The postmaster: the parent of a backend of this cluster, read
+        while that backend's session is open."""
+        import psycopg
+        with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
+            pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            try:
+                pm = int(CpuSampler.fields(pid)[1])
+                CpuSampler.fields(pm)
+            except (OSError, ValueError):
+                raise BenchError("cannot read /proc/%d/stat: the server's CPU is not"
+                                 " measurable from here" % pid)
+        return pm
 
     def has_notify_jobs(self, db):
         """workflow.notify_jobs exists once the library is loaded."""
@@ -1902,7 +1907,12 @@ class Bench:
         key = "peers.ours.%s" % k
         jt = "bench.peers_%s_r%d" % (k, rep)
         if shape == "plain":
-            self.fill_plain(db, jt, n)
+            # exactly n: pgbench fills whole rounds of 2 x 1,000, psql the rest
+            bulk = n // 2000 * 2000
+            self.fill_plain(db, jt, bulk)
+            if n > bulk:
+                self.sql(db, "SELECT count(workflow.enqueue('%s', '{\"n\": 1}'))"
+                             " FROM generate_series(1, %d)" % (jt, n - bulk))
         elif shape == "steps10":
             self.put_def(db, jt, "bench.def_pairs(10, '%s')" % jt)
             self.fill_runs(db, jt, n // 10)
