@@ -9,6 +9,8 @@ bench/run.sh started, and writes the raw measurements.
 Every workload runs in a database of its own, copied from a template that
 holds the extension and bench/setup.sql.  Workers are pgbench clients running
 the scripts in bench/*.sql in autocommit: one engine call per transaction.
+The peers group (--peers DIR) also runs graphile-worker (DIR/gw.js, node) in
+a database of its own, and psycopg clients for the dispatch latency.
 
 Output (in --out):
   raw.csv         one row per measurement and repetition
