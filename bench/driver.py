@@ -63,7 +63,7 @@ MODES = {
         hist_cycles=20, hist_run_steps=100,
         profile_events=2000,
         peers_batched=100000, peers_single=15000, peers_steps=60000, peers_wide=100000,
-        peers_warmup=90, peers_latency=10, peers_wake=10,
+        peers_warmup=90, peers_latency=8, peers_wake=8,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
