@@ -29,6 +29,7 @@ the driver exits 1 when any workload failed.
 
 import argparse
 import csv
+import glob
 import json
 import math
 import os
@@ -1898,8 +1899,8 @@ class Bench:
 
     def peers_ours_drain(self, db, rep, k, title, script, batch, shape, n, unit):
         """The engine's pgbench workers, connected as ROLE_PEERS, drain n
-        queued jobs (or steps): from the start of pgbench to the last
-        completion (max(finished_at) of the jobs).  Each client runs its
+        queued jobs (or steps): from the start of pgbench to the commit of
+        the last completion (drain_end).  Each client runs its
         share of the work x PEERS_QUOTA, + 4, so that the queue runs empty
         before the clients stop; jobs left over (a client's last call
         claimed a job, or a short quota) are completed by the driver or by
@@ -1934,7 +1935,7 @@ class Bench:
                              % (key, pending(), n))
         defines = dict(jt=jt, idle_us=IDLE_US, batch=batch, got=0, job_id="-", job_token="-")
         mark = self.log_mark()
-        orphans, rounds, left = 0, 0, n
+        orphans, rounds, left, txlogs = 0, 0, n, []
         agg = dict(tx=0, failed=0, ser=0, dl=0, retried=0, retries=0)
         with CpuSampler(self.pm_pid) as smp:
             c0 = smp.total()
@@ -1944,15 +1945,20 @@ class Bench:
                 if rounds > 5:
                     raise BenchError("%s: %d left after %d rounds" % (key, left, rounds - 1))
                 per = int(math.ceil(left / (c8 * batch) * PEERS_QUOTA)) + 4
+                label = "%s-r%d%s" % (key, rep, "-%d" % rounds if rounds > 1 else "")
+                txlog = os.path.join(self.logdir, "%s%03d-%s.tx" % (self.log_prefix, self.nlog + 1,
+                                                                     label))
+                txlogs.append(txlog)
                 r = self.pgbench(db, key, c8, script, transactions=per, defines=defines,
-                                 label="%s-r%d%s" % (key, rep, "-%d" % rounds if rounds > 1 else ""),
-                                 user=ROLE_PEERS)
+                                 label=label, user=ROLE_PEERS,
+                                 extra=["-l", "--log-prefix=" + txlog])
+                t_exit = time.time()
                 for x in agg:
                     agg[x] += r[x] or 0
                 orphans += self.recover_orphans(db, jt)
+                t_recovered = time.time()
                 left = pending()
-        t1 = float(self.scalar(db, "SELECT extract(epoch FROM max(finished_at)) FROM"
-                                   " workflow.job_queue WHERE job_type = '%s'" % jt))
+            t1 = self.drain_end(db, jt, txlogs, t_exit, t_recovered)
         c1 = smp.at(t1)
         e1, e2 = self.check_log(key, mark)
         done = self.jobs(db, jt, "SUCCEEDED")
@@ -1971,6 +1977,35 @@ class Bench:
             note += "; %d rounds of pgbench" % rounds
         self.peers_record(key, title, rep, n, t1 - t0, c1 - c0, unit, e1, e2, orphans, note,
                           agg)
+
+    def drain_end(self, db, jt, txlogs, t_exit, t_recovered):
+        """When the last completion of jt was committed: its statement's
+        start (finished_at) is in the database, and its worker_id names the
+        pgbench client; that client's transaction logs (pgbench -l, the
+        prefixes txlogs of the rounds: client, script count, its duration in us, script, end time in
+        s and us) gives the end of the script the statement ran in, after
+        its commit returned.  A job completed by the driver after pgbench
+        (recover_orphans) ends the drain when the driver's call returned."""
+        worker, t_db = self.sql(db, "SELECT worker_id, extract(epoch FROM finished_at)"
+                                    " FROM workflow.job_queue WHERE job_type = '%s' AND"
+                                    " status = 'SUCCEEDED' ORDER BY finished_at DESC LIMIT 1"
+                                % jt)[0]
+        t_db = float(t_db)
+        if t_db >= t_exit:
+            return t_recovered
+        client = worker.rsplit("-", 1)[-1]
+        ends = []
+        for path in [p for t in txlogs for p in glob.glob(t + ".*")]:
+            with open(path) as f:
+                for line in f:
+                    w = line.split()
+                    if len(w) >= 6 and w[0] == client:
+                        ends.append(int(w[4]) + int(w[5]) / 1e6)
+        after = [e for e in ends if e >= t_db]
+        if not after:
+            raise BenchError("drain of %s: no script of client %s ended after the last"
+                             " completion (%s)" % (jt, client, txlogs[-1]))
+        return min(after)
 
     def peers_record(self, key, title, rep, n, secs, cpu, unit, e1, e2, orphans, note,
                      agg=None):

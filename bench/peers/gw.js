@@ -9,7 +9,7 @@
 //       one worker process: loads graphile-worker, prints "ready", waits
 //       for a line "go" on stdin, prints "started EPOCH_MS" and calls run()
 //       with a task list of one no-op task, "noop".  Without --latency it
-//       prints "n COUNT" (tasks run so far) every 20 ms while the count
+//       prints "n COUNT" (tasks run so far) every 5 ms while the count
 //       changes; with --latency it prints "t SEQ EPOCH_MS" when the task
 //       function starts, SEQ taken from the job's payload.  A line "stop" on
 //       stdin (or the end of stdin) stops the runner (runner.stop()) and the
@@ -125,7 +125,7 @@ async function main() {
 					reported = count;
 					say(`n ${count}`);
 				}
-			}, 20);
+			}, 5);
 	let failed = null;
 	runner.promise.catch((e) => {
 		failed = e;
