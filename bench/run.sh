@@ -195,7 +195,7 @@ if [ "$RUN_PEERS" = 1 ]; then
 		:
 	elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		PEERS_SKIP="node or npm is missing"
-	elif ! (cd "$PEERS_DIR" && npm ci --no-audit --no-fund </dev/null >/tmp/bench-npm.$$.log 2>&1); then
+	elif ! (cd "$PEERS_DIR" && timeout 600 npm ci --no-audit --no-fund </dev/null >/tmp/bench-npm.$$.log 2>&1); then
 		tail -n 20 /tmp/bench-npm.$$.log
 		PEERS_SKIP="npm ci in bench/peers failed"
 	else
