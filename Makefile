@@ -3,7 +3,7 @@
 EXTENSION = workflow
 MODULE_big = workflow
 DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
-	workflow--1.2--1.3.sql workflow--1.3--1.4.sql
+	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql
 OBJS = \
 	src/workflow.o \
 	src/xact_state.o \
@@ -12,6 +12,7 @@ OBJS = \
 	src/uuid.o \
 	src/queue.o \
 	src/claim.o \
+	src/notify.o \
 	src/batch.o \
 	src/definition.o \
 	src/run.o \

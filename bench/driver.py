@@ -9,6 +9,8 @@ bench/run.sh started, and writes the raw measurements.
 Every workload runs in a database of its own, copied from a template that
 holds the extension and bench/setup.sql.  Workers are pgbench clients running
 the scripts in bench/*.sql in autocommit: one engine call per transaction.
+The peers group (--peers DIR) also runs graphile-worker (DIR/gw.js, node) in
+a database of its own, and psycopg clients for the dispatch latency.
 
 Output (in --out):
   raw.csv         one row per measurement and repetition
@@ -27,15 +29,19 @@ the driver exits 1 when any workload failed.
 
 import argparse
 import csv
+import glob
 import json
 import math
 import os
 import re
+import select
+import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 PGBIN = "/usr/lib/postgresql/15/bin"
 
@@ -57,6 +63,8 @@ MODES = {
         hist_read_steps=100000, hist_read_calls=5, hist_total=1000000,
         hist_cycles=20, hist_run_steps=100,
         profile_events=2000,
+        peers_batched=100000, peers_single=15000, peers_steps=60000, peers_wide=100000,
+        peers_warmup=90, peers_latency=8, peers_wake=8,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -73,6 +81,8 @@ MODES = {
         hist_read_steps=100000, hist_read_calls=3, hist_total=200000,
         hist_cycles=20, hist_run_steps=100,
         profile_events=500,
+        peers_batched=40000, peers_single=6000, peers_steps=20000, peers_wide=20000,
+        peers_warmup=30, peers_latency=5, peers_wake=5,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -90,11 +100,13 @@ MODES = {
         hist_cycles=3, hist_run_steps=10,
         profile_events=20,
         max_fill=3000,
+        peers_batched=3000, peers_single=400, peers_steps=600, peers_wide=500,
+        peers_warmup=2, peers_latency=1, peers_wake=1,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
-          "event_cost", "start_run", "graph", "bloat", "reference_end"]
+          "event_cost", "start_run", "graph", "bloat", "peers", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -117,6 +129,28 @@ HISTORY_SETTINGS = ("steps", "off")   # workflow.history, measured side by side
 SCHEDULE_VACUUM = ("workflow.job_queue", "workflow.workflow_steps", "workflow.workflow_events")
 HISTORY_CHAIN = 10      # steps of the chains of the history group
 
+# The peers group: graphile-worker measured side by side with the engine.
+PEER = "graphile-worker"
+PEER_VERSION = "0.17.3"
+# graphile-worker's presets: worker processes, concurrentJobs per process,
+# local queue size and completeJobBatchDelay in ms (None: graphile-worker's
+# default, off)
+PEER_PRESETS = {
+    "batched": dict(procs=2, concurrency=32, local_queue=1000, batch_delay=2),
+    "plain": dict(procs=1, concurrency=8, local_queue=None, batch_delay=None),
+}
+ROLE_PEERS = "bench_peers_worker"   # the engine's workers: a login role granted only workflow_worker
+PEERS_BATCH = 1000          # the engine's batched claim in the peers group
+PEERS_QUOTA = 1.15          # each pgbench client's -t: its share of the jobs x this, + 4
+PEERS_ADD_CHUNK = 10000     # graphile-worker jobs per add_jobs statement
+PEERS_WARM_CLIENTS = 4      # warm-up: the engine's enqueue + claim + complete clients
+PEERS_WARM_RATE = 500       # warm-up: graphile-worker jobs added per second (pgbench -R)
+LATENCY_EVERY = 0.020       # the dispatch producer: one job every 20 ms (50 jobs/s)
+LATENCY_CLIENTS = 4         # the engine's waiting clients
+LATENCY_POLL = 0.010        # the polling variant: an empty claim sleeps 10 ms
+LATENCY_FALLBACK = 1.0      # a listening client claims after 1 s without a wake-up
+CPU_SAMPLE_EVERY = 0.010    # seconds between two samples of the server's CPU time
+
 RAW_FIELDS = [
     "group", "key", "title", "clients", "rep", "value", "unit", "events",
     "seconds", "tps", "latency_ms", "tx", "failed", "ser_failures",
@@ -131,6 +165,193 @@ class BenchError(Exception):
 
 def now():
     return time.monotonic()
+
+
+class CpuSampler:
+    """The CPU time of one cluster's server processes, from /proc: the
+    postmaster's utime + stime + cutime + cstime (a backend that exited
+    and was reaped is counted in the postmaster's cutime and cstime) plus
+    utime + stime of every live child of the postmaster.  As a context, a
+    thread samples it every CPU_SAMPLE_EVERY seconds; at(t) interpolates
+    between the samples around the wall-clock time t (time.time())."""
+
+    def __init__(self, pm_pid):
+        self.pm = pm_pid
+        self.tck = os.sysconf("SC_CLK_TCK")
+        self.series = []
+        self.stop = threading.Event()
+        self.thread = None
+
+    @staticmethod
+    def fields(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            data = f.read()
+        # the fields after the command name, which may hold spaces
+        return data[data.rindex(")") + 2:].split()
+
+    def children(self):
+        try:
+            with open("/proc/%d/task/%d/children" % (self.pm, self.pm)) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            # a kernel without /proc/PID/task/TID/children: every process
+            # whose parent is the postmaster
+            out = []
+            for d in os.listdir("/proc"):
+                if d.isdigit():
+                    try:
+                        if int(self.fields(int(d))[1]) == self.pm:
+                            out.append(int(d))
+                    except (OSError, ValueError, IndexError):
+                        pass
+            return out
+
+    def total(self):
+        """Seconds of CPU.  The postmaster is read before and after its
+        children; when a child was reaped in between (cutime or cstime
+        moved), the sample is taken again, so that an exiting backend is
+        counted once."""
+        for _ in range(10):
+            a = self.fields(self.pm)
+            ticks = 0
+            for k in self.children():
+                try:
+                    f = self.fields(k)
+                except OSError:
+                    continue
+                ticks += int(f[11]) + int(f[12])
+            b = self.fields(self.pm)
+            if a[13:15] == b[13:15]:
+                break
+        return (ticks + int(b[11]) + int(b[12]) + int(b[13]) + int(b[14])) / self.tck
+
+    def __enter__(self):
+        self.stop.clear()
+        self.series = []
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def loop(self):
+        while True:
+            self.series.append((time.time(), self.total()))
+            if self.stop.wait(CPU_SAMPLE_EVERY):
+                break
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.series.append((time.time(), self.total()))
+        return False
+
+    def at(self, t):
+        s = self.series
+        if not s:
+            return self.total()
+        before = [x for x in s if x[0] <= t]
+        after = [x for x in s if x[0] >= t]
+        if not before:
+            return s[0][1]
+        if not after:
+            return s[-1][1]
+        (ta, ca), (tb, cb) = before[-1], after[0]
+        return ca if tb == ta else ca + (cb - ca) * (t - ta) / (tb - ta)
+
+
+def percentile(vals, q):
+    """The q-quantile (0..1) of vals, linear between the closest ranks."""
+    v = sorted(vals)
+    if not v:
+        return None
+    k = (len(v) - 1) * q
+    lo = int(math.floor(k))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+class NodeWorker:
+    """One graphile-worker process (bench/peers/gw.js work ...): started
+    at once, it loads graphile-worker and prints "ready"; go() lets it call
+    run(); stop() stops the runner and waits for the process to exit.  A
+    thread reads its output: the count of tasks run ("n COUNT") or, with
+    latency, the start time of each task ("t SEQ EPOCH_MS")."""
+
+    def __init__(self, node, peers_dir, conn, preset, log, latency=False):
+        cmd = [node, os.path.join(peers_dir, "gw.js"), "work", "--conn", conn,
+               "--concurrency", str(preset["concurrency"])]
+        if preset.get("local_queue"):
+            cmd += ["--local-queue", str(preset["local_queue"])]
+        if preset.get("batch_delay") is not None:
+            cmd += ["--complete-batch-delay", str(preset["batch_delay"])]
+        if latency:
+            cmd.append("--latency")
+        self.cmd = cmd
+        self.count = 0
+        self.starts = {}
+        self.ready = threading.Event()
+        self.started = threading.Event()
+        self.lines = []
+        self.errlog = open(log, "w")
+        self.errlog.write("$ %s\n" % " ".join(cmd))
+        self.errlog.flush()
+        self.p = subprocess.Popen(cmd, cwd=peers_dir, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=self.errlog, text=True,
+                                  bufsize=1)
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        for line in self.p.stdout:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "n":
+                self.count = int(w[1])
+            elif w[0] == "t":
+                self.starts[w[1]] = float(w[2]) / 1000.0
+            elif w[0] == "ready":
+                self.ready.set()
+            elif w[0] == "started":
+                self.started.set()
+            else:
+                self.lines.append(line.rstrip())
+
+    def wait_ready(self, timeout=120):
+        t = now()
+        while not self.ready.wait(0.05):
+            if self.p.poll() is not None or now() - t > timeout:
+                raise BenchError("%s did not start (exit %s; log %s)"
+                                 % (PEER, self.p.poll(), self.errlog.name))
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def stop(self, timeout=60):
+        try:
+            self.p.stdin.write("stop\n")
+            self.p.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        self.reader.join(5)
+        self.errlog.close()
+        if rc != 0:
+            raise BenchError("%s worker exited %d (log %s)" % (PEER, rc, self.errlog.name))
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        if not self.errlog.closed:
+            self.errlog.close()
 
 
 class Bench:
@@ -217,10 +438,11 @@ class Bench:
 
     def pgbench(self, db, name, clients, script=None, builtin=None,
                 duration=None, transactions=None, defines=None, label=None,
-                user=None):
+                user=None, options=None, extra=None):
         """Runs pgbench once; returns the parsed report.  Raises BenchError
         when pgbench fails or a client aborted.  user: the role its clients
-        connect as (default: the superuser of --user)."""
+        connect as (default: the superuser of --user); options: PGOPTIONS of
+        its sessions (e.g. "-c name=value"); extra: more pgbench arguments."""
         cmd = [PGBIN + "/pgbench", "-n", "-c", str(clients),
                "-j", str(min(clients, 2)), "--max-tries=%d" % MAX_TRIES,
                "--failures-detailed"]
@@ -236,12 +458,16 @@ class Bench:
             cmd += ["-f", self.script(script)]
         for k, v in (defines or {}).items():
             cmd += ["-D", "%s=%s" % (k, v)]
+        cmd += list(extra or [])
         cmd.append(db)
         self.nlog += 1
         logname = "%s%03d-%s.log" % (self.log_prefix, self.nlog, re.sub(r"[^A-Za-z0-9_.-]+", "_",
                                                      label or name))
         start = now()
-        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        env = self.env
+        if options:
+            env = dict(env, PGOPTIONS=options)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         wall = now() - start
         with open(os.path.join(self.logdir, logname), "w") as f:
             f.write("$ %s\n%s\n--- stderr\n%s" % (" ".join(cmd), p.stdout, p.stderr))
@@ -1396,6 +1622,603 @@ class Bench:
                          % (key, n, rep, cfg["reps"], r["latency"]))
         self.drop_db(db)
 
+    # ------------------------------------------------------------------
+    # peers: graphile-worker side by side with the engine
+
+    def conninfo(self, db, user=None):
+        return "host=%s port=%d dbname=%s user=%s" % (
+            self.args.host, self.args.port, db, user or self.args.user)
+
+    def peer_url(self, db):
+        q = urllib.parse.quote
+        return "postgres://%s@/%s?host=%s&port=%d" % (
+            q(self.args.user, safe=""), q(db, safe=""), q(self.args.host, safe=""),
+            self.args.port)
+
+    def postmaster_pid(self):
+        """The postmaster: the parent of a backend of this cluster, read
+        while that backend's session is open."""
+        import psycopg
+        with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
+            pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            try:
+                pm = int(CpuSampler.fields(pid)[1])
+                CpuSampler.fields(pm)
+            except (OSError, ValueError):
+                raise BenchError("cannot read /proc/%d/stat: the server's CPU is not"
+                                 " measurable from here" % pid)
+        return pm
+
+    def has_notify_jobs(self, db):
+        """workflow.notify_jobs exists once the library is loaded."""
+        return self.sql(db, "SELECT workflow.uuid_v7() IS NOT NULL; SELECT count(*) FROM"
+                            " pg_settings WHERE name = 'workflow.notify_jobs'")[-1][0] == "1"
+
+    def g_peers(self):
+        """graphile-worker 0.17.3 (PEER) side by side with the engine, on
+        this cluster, in this run: jobs/s from the first worker's start to
+        the drained queue, and the server's CPU per job (CpuSampler), the
+        repetitions taking turns (peer, ours, peer, ours ...); after a
+        warm-up and never a VACUUM.  Then the cost of wake-ups
+        (workflow.notify_jobs on against off) and the dispatch latency at 50
+        jobs/s."""
+        cfg = self.cfg
+        try:
+            import psycopg  # noqa: F401  (Debian's python3-psycopg)
+        except ImportError:
+            raise BenchError("python3-psycopg is missing: the peers group needs it")
+        if self.scalar("postgres", "SELECT count(*) FROM pg_roles"
+                                   " WHERE rolname = 'workflow_worker'") == "0":
+            self.say("  the installed extension has no role workflow_worker (before 1.3):"
+                     " nothing to measure")
+            return
+        peer = self.args.peers
+        node = shutil.which("node")
+        if not peer:
+            self.say("  %s %s skipped: %s" % (PEER, PEER_VERSION, self.args.peers_skip
+                                               or "no --peers directory"))
+        elif not node:
+            self.say("  %s %s skipped: node is not on the PATH" % (PEER, PEER_VERSION))
+            peer = None
+        db = self.fresh_db("wf_peers")
+        self.sql("postgres", "DROP ROLE IF EXISTS %s" % ROLE_PEERS)
+        self.sql("postgres", "CREATE ROLE %s LOGIN IN ROLE workflow_worker" % ROLE_PEERS)
+        got = self.sql(db, "SELECT current_user, pg_has_role('workflow_client', 'MEMBER'),"
+                           " pg_has_role('workflow_worker', 'MEMBER')", user=ROLE_PEERS)[0]
+        if got != [ROLE_PEERS, "f", "t"]:
+            raise BenchError("connected as %s: current_user, member of workflow_client,"
+                             " of workflow_worker = %s" % (ROLE_PEERS, got))
+        has_cac = self.scalar(db, "SELECT count(*) FROM pg_proc WHERE proname ="
+                                  " 'complete_and_claim' AND pronamespace ="
+                                  " 'workflow'::regnamespace") != "0"
+        has_notify = self.has_notify_jobs(db)
+        if not has_cac:
+            self.say("  workflow.complete_and_claim does not exist in the installed extension:"
+                     " the single and wide workloads are not measured")
+        if not has_notify:
+            self.say("  the setting workflow.notify_jobs does not exist in the installed"
+                     " extension: the wake-up workloads are not measured")
+        gw = None
+        if peer:
+            gw = "peers_gw"
+            self.sql("postgres", "DROP DATABASE IF EXISTS %s" % gw)
+            self.sql("postgres", "CREATE DATABASE %s" % gw)
+            p = subprocess.run([node, os.path.join(peer, "gw.js"), "migrate", "--conn",
+                                self.peer_url(gw)], cwd=peer, capture_output=True, text=True,
+                               timeout=300)
+            if p.returncode != 0:
+                raise BenchError("%s migrations failed: %s" % (PEER, p.stderr.strip()[-500:]))
+            version = json.load(open(os.path.join(peer, "node_modules", "graphile-worker",
+                                                  "package.json")))["version"]
+            if version != PEER_VERSION:
+                raise BenchError("%s %s installed, %s expected" % (PEER, version, PEER_VERSION))
+            self.say("  %s %s (node %s): its schema in database %s, the engine's in %s;"
+                     " the engine's workers connect as %s (granted only workflow_worker)"
+                     % (PEER, version, subprocess.run([node, "--version"], capture_output=True,
+                                                      text=True).stdout.strip(), gw, db,
+                        ROLE_PEERS))
+        self.pm_pid = self.postmaster_pid()
+        self.peers_warmup(db, gw, node, peer)
+        self.peers_throughput(db, gw, node, peer, has_cac)
+        if has_notify:
+            self.peers_wake(db)
+        self.peers_latency(db, gw, node, peer, has_notify)
+        self.drop_db(db)
+        if gw:
+            self.drop_db(gw)
+        if not self.args.keep:
+            self.sql("postgres", "DROP ROLE IF EXISTS %s" % ROLE_PEERS)
+
+    def node_worker(self, peer, node, gw, preset, label, latency=False):
+        self.nlog += 1
+        log = os.path.join(self.logdir, "%s%03d-%s.log" % (self.log_prefix, self.nlog, label))
+        return NodeWorker(node, peer, self.peer_url(gw), preset, log, latency=latency)
+
+    def gw_jobs(self, conn):
+        return conn.execute("SELECT count(*) FROM graphile_worker._private_jobs").fetchone()[0]
+
+    def peers_warmup(self, db, gw, node, peer):
+        """Warm-up traffic, not recorded, so that the group does not start
+        on fresh tables: for peers_warmup seconds, at the same time, the
+        engine's enqueue + claim + complete_job workers and graphile-worker's
+        plain preset with a producer adding PEERS_WARM_RATE jobs/s; then
+        graphile-worker drains what is left.  Nothing is vacuumed."""
+        import psycopg
+        W = self.cfg["peers_warmup"]
+        t = now()
+        errors = []
+
+        def ours():
+            try:
+                self.pgbench(db, "peers.warmup", PEERS_WARM_CLIENTS, "enqueue_claim_complete.sql",
+                             duration=W, defines=dict(jt="bench.peers_warmup", idle_us=IDLE_US),
+                             label="peers.warmup-ours")
+            except BenchError as e:
+                errors.append(str(e))
+
+        mark = self.log_mark()
+        th = threading.Thread(target=ours)
+        th.start()
+        done = 0
+        if gw:
+            w = self.node_worker(peer, node, gw, PEER_PRESETS["plain"], "peers.warmup-peer")
+            try:
+                w.wait_ready()
+                w.go()
+                self.pgbench(gw, "peers.warmup", 2, "peers_gw_add_job.sql", duration=W,
+                             extra=["-R", str(PEERS_WARM_RATE)], label="peers.warmup-producer")
+                with psycopg.connect(self.conninfo(gw), autocommit=True) as conn:
+                    t1 = now()
+                    while self.gw_jobs(conn) > 0:
+                        if now() - t1 > 300 or not w.alive():
+                            raise BenchError("%s did not drain the warm-up jobs" % PEER)
+                        time.sleep(0.05)
+                done = w.count
+            finally:
+                try:
+                    w.stop()
+                except BenchError as e:
+                    errors.append(str(e))
+                w.kill()
+        th.join()
+        if errors:
+            raise BenchError("; ".join(errors))
+        self.check_log("peers.warmup", mark)
+        self.say("  warm-up: %d s, the engine %d jobs, %s %s; no VACUUM"
+                 % (W, self.jobs(db, "bench.peers_warmup", "SUCCEEDED"),
+                    PEER, "%d jobs" % done if gw else "not run"))
+        self.say("  (%.0f s)" % (now() - t))
+
+    def peers_throughput(self, db, gw, node, peer, has_cac):
+        cfg = self.cfg
+        c8 = self.clients
+        nb, ns, nst, nw = (cfg["peers_batched"], cfg["peers_single"], cfg["peers_steps"],
+                           cfg["peers_wide"])
+        runs_steps = max(1, nst // 10)
+        # (key, title, script, batch, shape, jobs, unit)
+        ours = [
+            ("batched", "plain jobs: claim %d + one complete_jobs" % PEERS_BATCH,
+             "claim_batch.sql", PEERS_BATCH, "plain", nb, "jobs/s"),
+            ("batched50", "plain jobs: claim %d + one complete_jobs" % BATCH,
+             "claim_batch.sql", BATCH, "plain", nb, "jobs/s"),
+            ("single", "plain jobs: complete_and_claim, one commit per job",
+             "complete_and_claim.sql", 1, "plain", ns, "jobs/s"),
+            ("single_pair", "plain jobs: claim + complete_job, two commits per job",
+             "claim_complete.sql", 1, "plain", ns, "jobs/s"),
+            ("steps_batched", "steps of %d 10-step runs: claim %d + one complete_jobs"
+             % (runs_steps, PEERS_BATCH), "claim_batch.sql", PEERS_BATCH, "steps10",
+             runs_steps * 10, "steps/s"),
+            ("wide_single", "steps of one %d-step run of independent steps:"
+             " complete_and_claim" % nw, "complete_and_claim.sql", 1, "wide", nw, "steps/s"),
+        ]
+        if not has_cac:
+            ours = [o for o in ours if o[2] != "complete_and_claim.sql"]
+        peers = {"batched": nb, "plain": ns}
+        # the turns of each repetition: the peer's preset, then the engine's
+        # workloads that the targets compare with it
+        plan = [("peer", "batched"), ("ours", "batched"), ("ours", "batched50"),
+                ("ours", "steps_batched"), ("peer", "plain"), ("ours", "single"),
+                ("ours", "single_pair"), ("ours", "wide_single")]
+        bykey = {o[0]: o for o in ours}
+        for rep in range(1, cfg["reps"] + 1):
+            for who, k in plan:
+                if who == "peer":
+                    if gw:
+                        self.peers_gw_drain(gw, node, peer, k, peers[k], rep)
+                elif k in bykey:
+                    self.peers_ours_drain(db, rep, *bykey[k])
+
+    def peers_gw_drain(self, gw, node, peer, preset_name, n, rep):
+        """graphile-worker drains n queued jobs: from the go given to its
+        first worker process to the moment its job table is seen empty,
+        after its processes have run n tasks."""
+        import psycopg
+        preset = PEER_PRESETS[preset_name]
+        key = "peers.peer.%s" % preset_name
+        title = ("%s %s, %s: %d process%s x %d concurrentJobs%s" % (
+            PEER, PEER_VERSION, preset_name, preset["procs"], "es" if preset["procs"] > 1 else "",
+            preset["concurrency"],
+            ", local queue %d, jobs completed in batches every %d ms"
+            % (preset["local_queue"], preset["batch_delay"]) if preset["local_queue"] else ""))
+        conn = psycopg.connect(self.conninfo(gw), autocommit=True)
+        workers = []
+        try:
+            left = self.gw_jobs(conn)
+            if left:
+                raise BenchError("%s: %d jobs queued before the fill" % (key, left))
+            k = n
+            while k > 0:
+                m = min(k, PEERS_ADD_CHUNK)
+                conn.execute("SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(SELECT"
+                             " ROW('noop', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+                             "::graphile_worker.job_spec FROM generate_series(1, %s)))", (m,))
+                k -= m
+            if self.gw_jobs(conn) != n:
+                raise BenchError("%s: the fill queued %d jobs, not %d"
+                                 % (key, self.gw_jobs(conn), n))
+            workers = [self.node_worker(peer, node, gw, preset, "%s-w%d-r%d" % (key, i, rep))
+                       for i in range(preset["procs"])]
+            for w in workers:
+                w.wait_ready()
+            mark = self.log_mark()
+            cap = max(120, n / 50)
+            with CpuSampler(self.pm_pid) as smp:
+                c0 = smp.total()
+                t0 = time.time()
+                for w in workers:
+                    w.go()
+                while sum(w.count for w in workers) < n:
+                    if not all(w.alive() for w in workers):
+                        raise BenchError("%s: a worker process exited" % key)
+                    if time.time() - t0 > cap:
+                        raise BenchError("%s: %d of %d tasks run after %d s"
+                                         % (key, sum(w.count for w in workers), n, cap))
+                    time.sleep(0.002)
+                # the completions of the last tasks are committed when the
+                # job table is empty
+                while conn.execute("SELECT EXISTS (SELECT FROM"
+                                   " graphile_worker._private_jobs)").fetchone()[0]:
+                    if time.time() - t0 > cap:
+                        raise BenchError("%s: jobs left after %d s" % (key, cap))
+                    time.sleep(0.002)
+                t1 = time.time()
+            c1 = smp.at(t1)
+            for w in workers:
+                w.stop()
+            ran = sum(w.count for w in workers)
+            e1, e2 = self.check_log(key, mark)
+        finally:
+            for w in workers:
+                w.kill()
+            conn.close()
+        if ran != n:
+            raise BenchError("%s: %d tasks run for %d jobs" % (key, ran, n))
+        self.peers_record(key, title, rep, n, t1 - t0, c1 - c0, "jobs/s", e1, e2, 0,
+                          "the peer; %d jobs added beforehand with add_jobs, %d per statement;"
+                          " connected as %s" % (n, PEERS_ADD_CHUNK, self.args.user))
+
+    def peers_ours_drain(self, db, rep, k, title, script, batch, shape, n, unit):
+        """The engine's pgbench workers, connected as ROLE_PEERS, drain n
+        queued jobs (or steps): from the start of pgbench to the commit of
+        the last completion (drain_end).  Each client runs its
+        share of the work x PEERS_QUOTA, + 4, so that the queue runs empty
+        before the clients stop; jobs left over (a client's last call
+        claimed a job, or a short quota) are completed by the driver or by
+        another round, inside the measured time."""
+        cfg = self.cfg
+        c8 = self.clients
+        key = "peers.ours.%s" % k
+        jt = "bench.peers_%s_r%d" % (k, rep)
+        if shape == "plain":
+            # exactly n: pgbench fills whole rounds of 2 x 1,000, psql the rest
+            bulk = n // 2000 * 2000
+            self.fill_plain(db, jt, bulk)
+            if n > bulk:
+                self.sql(db, "SELECT count(workflow.enqueue('%s', '{\"n\": 1}'))"
+                             " FROM generate_series(1, %d)" % (jt, n - bulk))
+        elif shape == "steps10":
+            self.put_def(db, jt, "bench.def_pairs(10, '%s')" % jt)
+            self.fill_runs(db, jt, n // 10)
+        else:
+            self.put_def(db, jt, "bench.def_independent(%d, '%s')" % (n, jt))
+            self.fill_runs(db, jt, 1)
+
+        def pending():
+            return int(self.scalar(
+                db, "SELECT (SELECT count(*) FROM workflow.job_queue WHERE job_type = '%s'"
+                    " AND status IN ('QUEUED', 'RUNNING')) + (SELECT count(*) FROM"
+                    " workflow.workflow_steps WHERE job_type = '%s' AND status = 'BLOCKED')"
+                    % (jt, jt)))
+
+        if pending() != n:
+            raise BenchError("%s: %d jobs or steps pending after the fill, not %d"
+                             % (key, pending(), n))
+        defines = dict(jt=jt, idle_us=IDLE_US, batch=batch, got=0, job_id="-", job_token="-")
+        mark = self.log_mark()
+        orphans, rounds, left, txlogs = 0, 0, n, []
+        agg = dict(tx=0, failed=0, ser=0, dl=0, retried=0, retries=0)
+        with CpuSampler(self.pm_pid) as smp:
+            c0 = smp.total()
+            t0 = time.time()
+            while left > 0:
+                rounds += 1
+                if rounds > 5:
+                    raise BenchError("%s: %d left after %d rounds" % (key, left, rounds - 1))
+                per = int(math.ceil(left / (c8 * batch) * PEERS_QUOTA)) + 4
+                label = "%s-r%d%s" % (key, rep, "-%d" % rounds if rounds > 1 else "")
+                txlog = os.path.join(self.logdir, "%s%03d-%s.tx" % (self.log_prefix, self.nlog + 1,
+                                                                     label))
+                txlogs.append(txlog)
+                r = self.pgbench(db, key, c8, script, transactions=per, defines=defines,
+                                 label=label, user=ROLE_PEERS,
+                                 extra=["-l", "--log-prefix=" + txlog])
+                t_exit = time.time()
+                for x in agg:
+                    agg[x] += r[x] or 0
+                orphans += self.recover_orphans(db, jt)
+                t_recovered = time.time()
+                left = pending()
+            t1 = self.drain_end(db, jt, txlogs, t_exit, t_recovered)
+        c1 = smp.at(t1)
+        e1, e2 = self.check_log(key, mark)
+        done = self.jobs(db, jt, "SUCCEEDED")
+        if done != n:
+            raise BenchError("%s: %d jobs succeeded, not %d" % (key, done, n))
+        if shape != "plain":
+            bad = self.scalar(db, "SELECT count(*) FROM workflow.workflow_runs r WHERE"
+                                  " r.status <> 'SUCCEEDED' AND EXISTS (SELECT FROM"
+                                  " workflow.workflow_steps s WHERE s.workflow_run_id = r.id"
+                                  " AND s.job_type = '%s')" % jt)
+            if bad != "0":
+                raise BenchError("%s: %s runs did not succeed" % (key, bad))
+        note = ("%d clients connected as %s (granted only workflow_worker), pgbench -t, %s"
+                % (c8, ROLE_PEERS, script))
+        if rounds > 1:
+            note += "; %d rounds of pgbench" % rounds
+        self.peers_record(key, title, rep, n, t1 - t0, c1 - c0, unit, e1, e2, orphans, note,
+                          agg)
+
+    def drain_end(self, db, jt, txlogs, t_exit, t_recovered):
+        """When the last completion of jt was committed: its statement's
+        start (finished_at) is in the database, and its worker_id names the
+        pgbench client; that client's transaction logs (pgbench -l, the
+        prefixes txlogs of the rounds: client, script count, its duration in us, script, end time in
+        s and us) gives the end of the script the statement ran in, after
+        its commit returned.  A job completed by the driver after pgbench
+        (recover_orphans) ends the drain when the driver's call returned."""
+        worker, t_db = self.sql(db, "SELECT worker_id, extract(epoch FROM finished_at)"
+                                    " FROM workflow.job_queue WHERE job_type = '%s' AND"
+                                    " status = 'SUCCEEDED' ORDER BY finished_at DESC LIMIT 1"
+                                % jt)[0]
+        t_db = float(t_db)
+        if t_db >= t_exit:
+            return t_recovered
+        client = worker.rsplit("-", 1)[-1]
+        ends = []
+        for path in [p for t in txlogs for p in glob.glob(t + ".*")]:
+            with open(path) as f:
+                for line in f:
+                    w = line.split()
+                    if len(w) >= 6 and w[0] == client:
+                        ends.append(int(w[4]) + int(w[5]) / 1e6)
+        after = [e for e in ends if e >= t_db]
+        if not after:
+            raise BenchError("drain of %s: no script of client %s ended after the last"
+                             " completion (%s)" % (jt, client, txlogs[-1]))
+        return min(after)
+
+    def peers_record(self, key, title, rep, n, secs, cpu, unit, e1, e2, orphans, note,
+                     agg=None):
+        agg = agg or {}
+        rate = n / secs if secs > 0 else 0.0
+        us = cpu / n * 1e6
+        self.record(group="peers", key=key, title=title, clients=self.clients, rep=rep,
+                    value="%.3f" % rate, unit=unit, events=n, seconds="%.3f" % secs,
+                    tx=agg.get("tx", ""), failed=agg.get("failed", ""),
+                    ser_failures=agg.get("ser", ""), dl_failures=agg.get("dl", ""),
+                    retried=agg.get("retried", ""), retries=agg.get("retries", ""),
+                    e40001=e1, e40P01=e2, orphans=orphans, note=note)
+        self.record(group="peers", key=key + ".cpu", title=title + ": server CPU per job",
+                    clients=self.clients, rep=rep, value="%.2f" % us, unit="us/job",
+                    events=n, seconds="%.3f" % secs,
+                    note="%.3f s of server CPU over %d jobs" % (cpu, n))
+        self.say("  %s rep %d/%d: %d in %.2f s = %.0f %s, server CPU %.1f us/job"
+                 " (40001 %d, 40P01 %d)" % (key, rep, self.cfg["reps"], n, secs, rate, unit,
+                                            us, e1, e2))
+
+    def peers_wake(self, db):
+        """The engine's enqueue + claim + complete_job workers (superuser:
+        they enqueue), with workflow.notify_jobs on against off for their
+        sessions (PGOPTIONS), the repetitions taking turns (on, off, then
+        off, on, ...).  No session listens.  No VACUUM."""
+        cfg = self.cfg
+        c8 = self.clients
+        for rep in range(1, cfg["reps"] + 1):
+            for setting in (("on", "off") if rep % 2 else ("off", "on")):
+                key = "peers.wake.%s" % setting
+                jt = "bench.peers_wake_%s" % setting
+                mark = self.log_mark()
+                n0 = self.jobs(db, jt, "SUCCEEDED")
+                r = self.pgbench(db, key, c8, "enqueue_claim_complete.sql",
+                                 duration=cfg["peers_wake"],
+                                 defines=dict(jt=jt, idle_us=IDLE_US),
+                                 options="-c workflow.notify_jobs=%s" % setting,
+                                 label="%s-r%d" % (key, rep))
+                orphans = self.recover_orphans(db, jt)
+                e1, e2 = self.check_log(key, mark)
+                done = self.jobs(db, jt, "SUCCEEDED") - n0 - orphans
+                secs = r["duration"] or cfg["peers_wake"]
+                self.record(group="peers", key=key,
+                            title="plain jobs: enqueue + claim + complete_job,"
+                                  " workflow.notify_jobs = %s" % setting,
+                            clients=c8, rep=rep, value="%.3f" % (done / secs), unit="jobs/s",
+                            events=done, seconds="%.3f" % secs, tps=r["tps"],
+                            latency_ms=r["latency"], tx=r["tx"], failed=r["failed"],
+                            ser_failures=r["ser"], dl_failures=r["dl"], retried=r["retried"],
+                            retries=r["retries"], e40001=e1, e40P01=e2, orphans=orphans,
+                            note="workflow.notify_jobs = %s for every session (PGOPTIONS);"
+                                 " no session listens" % setting)
+                self.say("  %s rep %d/%d: %.0f jobs/s" % (key, rep, cfg["reps"], done / secs))
+
+    def peers_latency(self, db, gw, node, peer, has_notify):
+        """Dispatch latency at 50 jobs/s: a producer enqueues one job every
+        LATENCY_EVERY seconds, one transaction each, and records when its
+        commit returned; the latency of a job is the time a waiting client
+        had it minus that time (both time.time() or the same clock in
+        node).  The variants take turns within each repetition."""
+        cfg = self.cfg
+        variants = []
+        if gw:
+            variants.append("peer")
+        if has_notify:
+            variants.append("notify")
+        variants.append("poll")
+        got = {v: [] for v in variants}
+        for rep in range(1, cfg["reps"] + 1):
+            for v in variants:
+                mark = self.log_mark()
+                if v == "peer":
+                    lat = self.latency_peer(gw, node, peer, rep)
+                else:
+                    lat = self.latency_ours(db, v == "notify", rep)
+                self.check_log("peers.latency." + v, mark)
+                got[v] += lat
+                self.say("  peers.latency.%s rep %d/%d: %d jobs, p50 %.2f ms, p95 %.2f ms,"
+                         " max %.2f ms" % (v, rep, cfg["reps"], len(lat), percentile(lat, 0.5),
+                                           percentile(lat, 0.95), max(lat)))
+                for q, name in ((0.5, "p50"), (0.95, "p95")):
+                    self.record(group="peers", key="peers.latency.%s.%s" % (v, name),
+                                title="dispatch latency at %d jobs/s, %s: %s" % (
+                                    round(1 / LATENCY_EVERY), self.latency_what(v), name),
+                                clients=self.clients, rep=rep,
+                                value="%.4f" % percentile(lat, q), unit="ms", events=len(lat),
+                                seconds="%.3f" % (len(lat) * LATENCY_EVERY),
+                                note="max %.3f ms" % max(lat))
+
+    @staticmethod
+    def latency_what(v):
+        return {
+            "peer": "%s %s, 1 process x %d concurrentJobs, its LISTEN-based pickup"
+                    % (PEER, PEER_VERSION, PEER_PRESETS["plain"]["concurrency"]),
+            "notify": "the engine, workflow.notify_jobs = on for the producer, %d clients"
+                      " LISTEN workflow_jobs and claim when woken (and after %g s without)"
+                      % (LATENCY_CLIENTS, LATENCY_FALLBACK),
+            "poll": "the engine, no notifications, %d clients claim every %g ms"
+                    % (LATENCY_CLIENTS, LATENCY_POLL * 1000),
+        }[v]
+
+    def latency_count(self):
+        return max(10, int(round(self.cfg["peers_latency"] / LATENCY_EVERY)))
+
+    def produce(self, conn, query, count, made):
+        """One job every LATENCY_EVERY seconds, on a fixed schedule: made[seq]
+        = the time the transaction's commit returned."""
+        start = time.time() + 0.05
+        for i in range(count):
+            d = start + i * LATENCY_EVERY - time.time()
+            if d > 0:
+                time.sleep(d)
+            conn.execute(query, (i,))
+            made[i] = time.time()
+
+    def latency_ours(self, db, notify, rep):
+        import psycopg
+        jt = "bench.peers_latency_%s_r%d" % ("notify" if notify else "poll", rep)
+        count = self.latency_count()
+        stop = threading.Event()
+        ready = threading.Barrier(LATENCY_CLIENTS + 1, timeout=60)
+        had = {}
+        errors = []
+
+        def client(i):
+            try:
+                with psycopg.connect(self.conninfo(db, ROLE_PEERS), autocommit=True) as c:
+                    woken = [False]
+                    if notify:
+                        c.add_notify_handler(lambda n: woken.__setitem__(0, True))
+                        c.execute("LISTEN workflow_jobs")
+                    worker = "bench-lat-%d" % i
+                    claim = ("SELECT id, lease_token, payload->>'seq' FROM"
+                             " workflow.claim(%s, ARRAY[%s::text])")
+                    ready.wait()
+                    while not stop.is_set():
+                        row = c.execute(claim, (worker, jt)).fetchone()
+                        if row:
+                            had[int(row[2])] = time.time()
+                            c.execute("SELECT workflow.complete_job(%s, %s)", (row[0], row[1]))
+                            continue
+                        if not notify:
+                            stop.wait(LATENCY_POLL)
+                            continue
+                        # wait for a wake-up: one that came during the
+                        # claim was taken by the handler
+                        if not woken[0]:
+                            r, _, _ = select.select([c.fileno()], [], [], LATENCY_FALLBACK)
+                            if r:
+                                c.pgconn.consume_input()
+                                while c.pgconn.notifies() is not None:
+                                    pass
+                        woken[0] = False
+            except Exception as e:  # reported by the caller
+                errors.append("%s: %s" % (type(e).__name__, e))
+                try:
+                    ready.abort()
+                except threading.BrokenBarrierError:
+                    pass
+
+        threads = [threading.Thread(target=client, args=(i,), daemon=True)
+                   for i in range(LATENCY_CLIENTS)]
+        for t in threads:
+            t.start()
+        made = {}
+        try:
+            ready.wait()
+            with psycopg.connect(self.conninfo(db), autocommit=True) as conn:
+                if notify:
+                    conn.execute("SET workflow.notify_jobs = on")
+                self.produce(conn, "SELECT workflow.enqueue('%s', jsonb_build_object('seq', %%s))"
+                             % jt, count, made)
+            t = now()
+            while len(had) < count and now() - t < 10 and not errors:
+                time.sleep(0.01)
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+        if errors:
+            raise BenchError("peers.latency: a client failed: %s" % errors[0])
+        if len(had) < count:
+            raise BenchError("peers.latency: %d of %d jobs claimed" % (len(had), count))
+        return [(had[i] - made[i]) * 1000.0 for i in range(count)]
+
+    def latency_peer(self, gw, node, peer, rep):
+        import psycopg
+        count = self.latency_count()
+        w = self.node_worker(peer, node, gw, PEER_PRESETS["plain"],
+                             "peers.latency.peer-r%d" % rep, latency=True)
+        made = {}
+        try:
+            w.wait_ready()
+            w.go()
+            if not w.started.wait(60):
+                raise BenchError("%s did not start" % PEER)
+            # its pool connects and listens after run() is called
+            time.sleep(1.0)
+            with psycopg.connect(self.conninfo(gw), autocommit=True) as conn:
+                self.produce(conn, "SELECT (graphile_worker.add_job('noop',"
+                                   " json_build_object('seq', %s))).id", count, made)
+                t = now()
+                while len(w.starts) < count and now() - t < 10 and w.alive():
+                    time.sleep(0.01)
+            w.stop()
+        finally:
+            w.kill()
+        if len(w.starts) < count:
+            raise BenchError("peers.latency.peer: %d of %d jobs started" % (len(w.starts), count))
+        return [(w.starts[str(i)] - made[i]) * 1000.0 for i in range(count)]
+
     def bloat_snapshot(self, db, jobs_done, w, label):
         rows = self.sql(db, """
             SELECT c.relname, pg_relation_size(c.oid),
@@ -1772,6 +2595,10 @@ def main():
     ap.add_argument("--pgbin", default=PGBIN,
                     help="directory of psql and pgbench (default %s)" % PGBIN)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--peers",
+                    help="bench/peers with graphile-worker installed (the peers group)")
+    ap.add_argument("--peers-skip",
+                    help="why the peers group runs without graphile-worker")
     ap.add_argument("--no-reference", action="store_true",
                     help="with --only: skip the reference (no ratios; for development)")
     args = ap.parse_args()

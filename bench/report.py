@@ -33,7 +33,7 @@ STATE_TITLES = [("never", "never analyzed"),
 
 # units of the rows that are sizes and counters, not rates: they have tables
 # of their own and no ratio to pgbench -N
-COUNTER_UNITS = ("bytes", "tuples", "fraction", "runs", "events")
+COUNTER_UNITS = ("bytes", "tuples", "fraction", "runs", "events", "us/job", "ms")
 
 
 def is_counter(s):
@@ -153,7 +153,7 @@ def targets(S, ref, meta, rows):
 
     def add(name, op, required, measured, detail="", kind="x"):
         f = {"x": lambda v: "%.2f x" % v, "pct": lambda v: "%.2f%%" % (v * 100),
-             "int": lambda v: "%d" % v}[kind]
+             "int": lambda v: "%d" % v, "ms": lambda v: "%.2f ms" % v}[kind]
         if measured is None:
             T.append(dict(target=name, required="%s %s" % (op, f(required)), measured="-",
                           met="not measured", pct="", detail=detail))
@@ -245,6 +245,7 @@ def targets(S, ref, meta, rows):
             fmt(a["median"], "bytes"), fmt(b["median"], "bytes"),
             "%d" % get("history.events.autovacuum", c)["median"]
             if get("history.events.autovacuum", c) else "?") if a and b else "")
+    peers_targets(S, ref, c, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -276,6 +277,131 @@ def targets(S, ref, meta, rows):
             "<", 1000, g["median"] if g else None,
             "the median of %d repetitions" % g["reps"] if g else "", kind="int")
     return T
+
+
+# the peers group (graphile-worker side by side with the engine): the
+# engine's workloads, each with the peer's preset it is compared with and
+# the required ratio (None: reported only), and the required ratio to
+# pgbench -N (None: none)
+PEERS_OURS = [
+    ("peers.ours.batched", "peers.peer.batched", 1.5, None),
+    ("peers.ours.batched50", "peers.peer.batched", None, None),
+    ("peers.ours.steps_batched", "peers.peer.batched", 0.5, None),
+    ("peers.ours.single", "peers.peer.plain", 1.6, 0.80),
+    ("peers.ours.single_pair", "peers.peer.plain", None, None),
+    ("peers.ours.wide_single", None, None, 0.50),
+]
+PEERS_PEER = ["peers.peer.batched", "peers.peer.plain"]
+PEERS_LATENCY = [("notify", "the engine, workflow.notify_jobs = on, clients woken by LISTEN"),
+                 ("poll", "the engine, no notifications, a claim every 10 ms"),
+                 ("peer", "graphile-worker, its LISTEN-based pickup")]
+
+
+def peers_what(S, key, c):
+    s = S.get((key, c))
+    return s["title"] if s else key
+
+
+def peers_targets(S, ref, c, rows, add):
+    def what(key):
+        return peers_what(S, key, c)
+
+    for key, base, req, req_n in PEERS_OURS:
+        a = S.get((key, c))
+        if req is not None:
+            b = S.get((base, c))
+            add("%s, %d clients, x %s, same run (jobs/s, first worker start to drained queue)"
+                % (what(key), c, what(base)), ">=", req, paired_ratio(rows, key, base, c),
+                "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
+                if a and b else "")
+        if req_n is not None:
+            add("%s, %d clients, drained queue, x pgbench -N" % (what(key), c), ">=", req_n,
+                a["median"] / ref[c] if a and c in ref else None)
+    a, b = S.get(("peers.ours.batched.cpu", c)), S.get(("peers.peer.batched.cpu", c))
+    add("server CPU per job, %s x %s, same run" % (what("peers.ours.batched"),
+                                                   what("peers.peer.batched")),
+        "<=", 1.0, paired_ratio(rows, "peers.ours.batched.cpu", "peers.peer.batched.cpu", c),
+        "medians %.1f vs %.1f us/job" % (a["median"], b["median"]) if a and b else "")
+    for q, req in (("p50", 1.0), ("p95", 3.0)):
+        a = S.get(("peers.latency.notify.%s" % q, c))
+        b = S.get(("peers.latency.peer.%s" % q, c))
+        add("dispatch latency at 50 jobs/s, %s, the engine woken by workflow.notify_jobs, ms"
+            % q, "<=", req, a["median"] if a else None, "", kind="ms")
+        add("dispatch latency at 50 jobs/s, %s, the engine woken by workflow.notify_jobs"
+            " x graphile-worker's, same run" % q, "<", 1.0,
+            a["median"] / b["median"] if a and b and b["median"] else None,
+            "%.2f ms vs %.2f ms" % (a["median"], b["median"]) if a and b else "")
+
+
+def peers_tables(S, ref, c, raw, P):
+    """The peers group: each workload's jobs/s, server CPU per job and
+    ratios; the dispatch latency; the cost of wake-ups."""
+    if not any(k.startswith("peers.") for (k, cl) in S):
+        return
+    rt = ref.get(c)
+    spread = lambda s: "±%.1f%%" % (s["spread_pct"] / 2) if s["reps"] > 1 else "-"
+    rows = []
+    for key in PEERS_PEER + [k for k, _, _, _ in PEERS_OURS]:
+        s = S.get((key, c))
+        if not s:
+            continue
+        cpu = S.get((key + ".cpu", c))
+        base = dict((k, b) for k, b, _, _ in PEERS_OURS).get(key)
+        b = S.get((base, c)) if base else None
+        r = paired_ratio(raw, key, base, c) if b else None
+        rcpu = paired_ratio(raw, key + ".cpu", base + ".cpu", c) if b else None
+        rows.append([s["title"], fmt(s["median"], s["unit"]), spread(s),
+                     "%.2f" % (s["median"] / rt) if rt else "-",
+                     "%.1f" % cpu["median"] if cpu else "-",
+                     base.split(".")[-1] if b else "-",
+                     "%.2f x" % r if r is not None else "-",
+                     "%.2f x" % rcpu if rcpu is not None else "-"])
+    if rows:
+        P("### The engine side by side with graphile-worker (peers group, same run,"
+          " repetitions interleaved)")
+        P("")
+        P(md_table(["workload", "drained queue", "spread", "x -N", "server CPU us/job",
+                    "peer preset", "ours / peer", "CPU ours / peer"], rows))
+        P("")
+        P("Each figure: the jobs (or steps) queued beforehand over the time from the first"
+          " worker's start to the drained queue; no VACUUM before or during the group."
+          "  Server CPU: the cluster's postgres processes from /proc (the postmaster's"
+          " own and reaped children's time, and every live child's), from right before"
+          " the first worker starts to the drain, per job.  ours / peer: the median, over"
+          " the repetitions, of the engine's figure over the peer preset's of the same"
+          " repetition.")
+        P("")
+    rows = []
+    for v, how in PEERS_LATENCY:
+        a, b = S.get(("peers.latency.%s.p50" % v, c)), S.get(("peers.latency.%s.p95" % v, c))
+        if not a or not b:
+            continue
+        rows.append([how, "%.2f ms" % a["median"], "%.2f ms" % b["median"],
+                     "%d" % a["events"], b["note"]])
+    if rows:
+        P("### Dispatch latency at 50 jobs/s (peers group)")
+        P("")
+        P(md_table(["variant", "p50", "p95", "jobs", "note"], rows))
+        P("")
+        P("A producer enqueues one job every 20 ms, one transaction each; latency = the"
+          " time a waiting client had the job (its claim returned it, or graphile-worker's"
+          " task function started) minus the time the producer's commit returned, on the"
+          " same clock.  p50 and p95: the medians over the repetitions of each"
+          " repetition's percentile.")
+        P("")
+    a, b = S.get(("peers.wake.on", c)), S.get(("peers.wake.off", c))
+    if a and b:
+        r = paired_ratio(raw, "peers.wake.on", "peers.wake.off", c)
+        P("### The cost of wake-ups (peers group)")
+        P("")
+        P(md_table(["workload", "notify_jobs = on", "spread", "off", "spread", "on / off"],
+                   [["plain jobs: enqueue + claim + complete_job, %d clients" % c,
+                     fmt(a["median"], a["unit"]), spread(a), fmt(b["median"], b["unit"]),
+                     spread(b), "%.3f" % r if r is not None else "-"]]))
+        P("")
+        P("workflow.notify_jobs for every worker session (they enqueue); no session listens."
+          "  on / off: the median of the ratios of the repetitions.")
+        P("")
 
 
 # the roles group: (role's key, the superuser's key, what is measured)
@@ -556,6 +682,7 @@ def main():
         P("")
 
     history_tables(S, ref, c, cfg, rows, P)
+    peers_tables(S, ref, c, rows, P)
 
     # bloat
     b = {k[0]: v for k, v in S.items() if v["group"] == "bloat"}

@@ -11,7 +11,7 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   roles, history, event_cost, start_run, graph, bloat,
+#                   roles, history, event_cost, start_run, graph, bloat, peers,
 #                   reference_end, profile (the reference is always measured)
 #   --history-steps N
 #                   steps of the history group's workflow_events size
@@ -27,8 +27,10 @@
 #
 # What it does:
 #   1. installs the missing Debian packages (postgresql-15, postgresql-contrib
-#      for pgbench, gnuplot-nox, python3), running apt-get update only when
-#      something is missing;
+#      for pgbench, gnuplot-nox, python3, python3-psycopg, and nodejs and npm
+#      for the peers group when node or npm is missing), running apt-get
+#      update only when something is missing; then graphile-worker for the
+#      peers group (npm ci in bench/peers when its node_modules is missing);
 #   2. creates its own cluster with default settings (fsync and
 #      synchronous_commit on) in a fresh directory under /tmp, as the postgres
 #      user when run as root (initdb refuses root), listening only on a Unix
@@ -138,13 +140,23 @@ as_pg() {
 # ---- packages ---------------------------------------------------------------
 
 header "packages"
-PACKAGES=(postgresql-$PG_MAJOR postgresql-contrib gnuplot-nox python3)
+PACKAGES=(postgresql-$PG_MAJOR postgresql-contrib gnuplot-nox python3 python3-psycopg)
 missing=()
 for p in "${PACKAGES[@]}"; do
 	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
 		missing+=("$p")
 	fi
 done
+# The peers group runs graphile-worker, which needs node and npm; a Node.js
+# installed some other way is used as it is.
+RUN_PEERS=1
+if [ -n "$ONLY" ]; then
+	case ",$ONLY," in *,peers,*) ;; *) RUN_PEERS=0 ;; esac
+fi
+if [ "$RUN_PEERS" = 1 ]; then
+	command -v node >/dev/null 2>&1 || missing+=(nodejs)
+	command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
 	echo "installed: ${PACKAGES[*]}"
 else
@@ -171,6 +183,31 @@ done
 echo "PostgreSQL: $PGBIN ($("$PG_CONFIG" --version))"
 if ! command -v gnuplot >/dev/null 2>&1; then
 	echo "gnuplot is missing: the run goes on without the PNG plots"
+fi
+
+# graphile-worker for the peers group, at the version bench/peers/package-lock.json
+# pins (npm ci, only when bench/peers/node_modules is missing; node_modules is
+# not in git).  Without it the group measures the engine alone and says why.
+PEERS_DIR=$BENCH/peers
+PEERS_SKIP=
+if [ "$RUN_PEERS" = 1 ]; then
+	if [ -f "$PEERS_DIR/node_modules/graphile-worker/package.json" ]; then
+		:
+	elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		PEERS_SKIP="node or npm is missing"
+	elif ! (cd "$PEERS_DIR" && timeout 600 npm ci --no-audit --no-fund </dev/null >/tmp/bench-npm.$$.log 2>&1); then
+		tail -n 20 /tmp/bench-npm.$$.log
+		PEERS_SKIP="npm ci in bench/peers failed"
+	else
+		echo "installed graphile-worker into $PEERS_DIR/node_modules"
+	fi
+	rm -f /tmp/bench-npm.$$.log
+	if [ -n "$PEERS_SKIP" ]; then
+		echo "peers group: graphile-worker is not installed ($PEERS_SKIP); the group measures the engine alone"
+	else
+		echo "graphile-worker $(sed -n 's/^ *"version": *"\(.*\)",*$/\1/p' \
+			"$PEERS_DIR/node_modules/graphile-worker/package.json" | head -n 1), node $(node --version)"
+	fi
 fi
 
 # ---- the extension ------------------------------------------------------------
@@ -259,6 +296,13 @@ DRIVER=("$PY" "$BENCH/driver.py" --mode "$MODE" --host "$SOCK" --port "$PORT"
 [ -n "$DURATION" ] && DRIVER+=(--duration "$DURATION")
 [ -n "$REPS" ] && DRIVER+=(--reps "$REPS")
 [ "$KEEP" = 1 ] && DRIVER+=(--keep)
+if [ "$RUN_PEERS" = 1 ]; then
+	if [ -z "$PEERS_SKIP" ]; then
+		DRIVER+=(--peers "$PEERS_DIR")
+	else
+		DRIVER+=(--peers-skip "$PEERS_SKIP")
+	fi
+fi
 
 RUN_MAIN=1
 RUN_PROFILE=1

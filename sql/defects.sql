@@ -1,7 +1,8 @@
 -- Defects fixed in 1.3: the release lock in an advisory lock class of its
 -- own; a job's step link checked both ways before a step moves; every
--- workflow.* setting reserved to superusers.  And the run-terminal
--- notification on a channel per organization, when asked for.
+-- workflow.* setting that bounds the engine reserved to superusers.  And
+-- the run-terminal notification on a channel per organization, when asked
+-- for.
 \set VERBOSITY terse
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies, workflow.organization_members;
@@ -152,9 +153,10 @@ SELECT count(*) AS completed FROM workflow.claim('w', ARRAY['d.y'], 10) c,
 SELECT * FROM state;
 SELECT * FROM problems;
 
--- 3. Settings.  Every workflow.* setting is PGC_SUSET: an ordinary role,
--- even one granted every workflow role, cannot set any of them, in any
--- way; a superuser can.
+-- 3. Settings.  Every workflow.* setting but notify_jobs (1.5) is
+-- PGC_SUSET: an ordinary role, even one granted every workflow role,
+-- cannot set any of them, in any way; a superuser can.  notify_jobs only
+-- asks for wake-ups, which any role may send with pg_notify: anyone sets it.
 CREATE FUNCTION pg_temp.set_each() RETURNS TABLE (name text, context text, set text, set_local text,
                                                   set_config text, function_set text)
 LANGUAGE sql AS $$

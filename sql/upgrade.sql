@@ -72,3 +72,22 @@ ALTER EXTENSION workflow UPDATE;
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
 SELECT count(workflow.enqueue('up.plain')) AS plain_jobs FROM generate_series(1, 2);
 TRUNCATE workflow.job_queue;
+
+-- 1.4 -> 1.5: a job claimed before the update is completed after it by
+-- complete_and_claim, which claims the next in the same call
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.4';
+SELECT to_regproc('workflow.complete_and_claim') IS NULL AS no_complete_and_claim;
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, worker_id, lease_token,
+    leased_until, started_at)
+VALUES ('00000000-0000-7000-8000-0000000000e1', 'up.cac', 'RUNNING', 1, 'w',
+        '00000000-0000-4000-8000-0000000000e2', now() + interval '5 minutes', now());
+INSERT INTO workflow.job_queue (id, job_type)
+VALUES ('00000000-0000-7000-8000-0000000000e3', 'up.cac');
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT id, status, attempt FROM workflow.complete_and_claim('00000000-0000-7000-8000-0000000000e1',
+    '00000000-0000-4000-8000-0000000000e2', '{"up": 5}', 'w', ARRAY['up.cac']);
+SELECT id, status, output FROM workflow.job_queue ORDER BY id;
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow;

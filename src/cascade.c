@@ -651,15 +651,14 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 static void
 InsertReleasedJobs(pg_uuid_t *ids, int n)
 {
-	static SPIPlanPtr insert_plan = NULL;
-	static const char *insert_sql =
-		"INSERT INTO workflow.job_queue (id, job_type, organization_id,"
+	static WfDueStatement insert = {
+		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
 		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
 		" workflow_run_id, workflow_step_id, generation)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
 		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
 		" pg_catalog.statement_timestamp(), s.workflow_run_id, s.id, 0"
-		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)";
+		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
 	static const Oid insert_types[1] = {UUIDARRAYOID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);
 	Datum		values[1];
@@ -667,8 +666,7 @@ InsertReleasedJobs(pg_uuid_t *ids, int n)
 	for (int i = 0; i < n; i++)
 		ids_d[i] = UUIDPGetDatum(&ids[i]);
 	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
-	if (WfExecute(&insert_plan, insert_sql, 1, insert_types, values, NULL,
-				  false, 0) != SPI_OK_INSERT || SPI_processed != (uint64) n)
+	if (WfExecuteDue(&insert, 1, insert_types, values, NULL) != (uint64) n)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
 				 errmsg(WF_INTERNAL_STATE ": released steps lost their job")));

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * claim.c
- *	  claim: leasing due jobs to a worker, with the claim statements, their
- *	  plan cache and the select list of their result rows.
+ *	  claim and complete_and_claim: leasing due jobs to a worker, with the
+ *	  claim statements, their plan cache and the select list of their
+ *	  result rows.
  *
  * One statement per filter combination (job types, organizations, stage),
  * planned generically with the batch size written out as the LIMIT; a
@@ -13,7 +14,9 @@
  * order (a claim of several types may lock rows beyond the batch, which
  * stay QUEUED and are held until the transaction ends).  No release lock
  * and no run row; the claimed jobs' steps follow through the job_queue
- * triggers (triggers.c).
+ * triggers (triggers.c).  complete_and_claim first completes its job as
+ * complete_job does (queue.c), then claims: see CompleteAndClaim for why
+ * claiming after the completion's late locks cannot deadlock.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,8 +32,10 @@
 #include "workflow.h"
 
 PG_FUNCTION_INFO_V1(workflow_claim);
+PG_FUNCTION_INFO_V1(workflow_complete_and_claim);
 
 static Datum Claim(PG_FUNCTION_ARGS);
+static Datum CompleteAndClaim(PG_FUNCTION_ARGS);
 
 #define WF_MAX_CLAIM_BATCH	1000
 
@@ -81,6 +86,21 @@ typedef struct ClaimPlan
 	SPIPlanPtr	plan;
 } ClaimPlan;
 
+/*
+ * A checked claim, ready to run: the claim statement's parameters ($1
+ * batch size, $2 worker, $3 types, $4 type, $5 organization, $6 stage, $7
+ * organizations) and its filter combination.
+ */
+typedef struct ClaimRequest
+{
+	Datum		values[7];
+	char		nulls[7];
+	int			types_mode;
+	int			orgs_mode;		/* -1: another organization's, none to see */
+	bool		by_stage;
+	int32		batch_size;
+} ClaimRequest;
+
 static char *ClaimFilters(int types_mode, int orgs_mode, bool by_stage);
 static char *ClaimLocking(int types_mode, const char *filters,
 						  const char *limit);
@@ -88,12 +108,14 @@ static char *ClaimSql(int types_mode, int orgs_mode, bool by_stage,
 					  int32 batch_size, const char *columns);
 static char *ClaimColumns(TupleDesc desc);
 static uint32 ClaimColumnsVersion(TupleDesc desc, const char **columns);
+static void ParseClaim(FunctionCallInfo fcinfo, int first, ClaimRequest *req);
+static void RunClaim(ClaimRequest *req, ReturnSetInfo *rsinfo);
 static ClaimPlan *GetClaimPlan(int types_mode, int orgs_mode, bool by_stage,
 							   int32 batch_size, TupleDesc desc);
-static int	ClaimJobTypes(FunctionCallInfo fcinfo, Datum *values,
+static int	ClaimJobTypes(FunctionCallInfo fcinfo, int arg, Datum *values,
 						  char *nulls);
-static int	ClaimOrganizations(FunctionCallInfo fcinfo, Datum *values,
-							   char *nulls);
+static int	ClaimOrganizations(FunctionCallInfo fcinfo, int arg,
+							   Datum *values, char *nulls);
 
 /*
  * ClaimFilters is the part of the locking scan's WHERE clause that the
@@ -303,20 +325,21 @@ GetClaimPlan(int types_mode, int orgs_mode, bool by_stage, int32 batch_size,
 
 /*
  * ClaimOrganizations sets the organization parameters of a claim ($5 one,
- * $7 several) and returns its organization mode, or -1 when a confined
- * caller names an organization that is not its own.
+ * $7 several) from argument arg and returns its organization mode, or -1
+ * when a confined caller names an organization that is not its own.
  */
 static int
-ClaimOrganizations(FunctionCallInfo fcinfo, Datum *values, char *nulls)
+ClaimOrganizations(FunctionCallInfo fcinfo, int arg, Datum *values,
+				   char *nulls)
 {
 	bool		isnull;
 
-	values[4] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
+	values[4] = PG_ARGISNULL(arg) ? (Datum) 0 : PG_GETARG_DATUM(arg);
+	nulls[4] = PG_ARGISNULL(arg) ? 'n' : ' ';
 	values[6] = (Datum) 0;
 	nulls[6] = 'n';
-	if (!PG_ARGISNULL(3))
-		return WfCallSeesOrganization(PG_GETARG_UUID_P(3)) ?
+	if (!PG_ARGISNULL(arg))
+		return WfCallSeesOrganization(PG_GETARG_UUID_P(arg)) ?
 			CLAIM_ORGS_ONE : -1;
 	if (!WfCallConfined())
 		return CLAIM_ORGS_ANY;
@@ -332,10 +355,10 @@ ClaimOrganizations(FunctionCallInfo fcinfo, Datum *values, char *nulls)
 
 /*
  * ClaimJobTypes sets the job type parameters of a claim ($4 one, $3
- * several) and returns its job type mode.
+ * several) from argument arg and returns its job type mode.
  */
 static int
-ClaimJobTypes(FunctionCallInfo fcinfo, Datum *values, char *nulls)
+ClaimJobTypes(FunctionCallInfo fcinfo, int arg, Datum *values, char *nulls)
 {
 	ArrayType  *arr;
 	Datum	   *elems;
@@ -346,10 +369,10 @@ ClaimJobTypes(FunctionCallInfo fcinfo, Datum *values, char *nulls)
 	nulls[2] = 'n';
 	values[3] = (Datum) 0;
 	nulls[3] = 'n';
-	if (PG_ARGISNULL(1))
+	if (PG_ARGISNULL(arg))
 		return CLAIM_TYPES_ANY;
 
-	arr = PG_GETARG_ARRAYTYPE_P(1);
+	arr = PG_GETARG_ARRAYTYPE_P(arg);
 	WfDeconstruct(arr, TEXTOID, &elems, &elem_nulls, &nelems);
 	if (nelems == 0)
 		wf_invalid_argument("job_types must not be empty; pass NULL to claim any type");
@@ -367,48 +390,94 @@ ClaimJobTypes(FunctionCallInfo fcinfo, Datum *values, char *nulls)
 	return CLAIM_TYPES_MANY;
 }
 
+/*
+ * ParseClaim reads and checks claim's arguments, which start at argument
+ * first (worker_id, job_types, batch_size, organization_id, stage), into
+ * the claim statement's parameters.
+ */
+static void
+ParseClaim(FunctionCallInfo fcinfo, int first, ClaimRequest *req)
+{
+	memset(req->nulls, ' ', sizeof(req->nulls));
+	req->values[1] = PointerGetDatum(WfArgText(fcinfo, first, "worker_id"));
+	if (PG_ARGISNULL(first + 2))
+		wf_invalid_argument("batch_size must not be null");
+	req->batch_size = PG_GETARG_INT32(first + 2);
+	if (req->batch_size < 1 || req->batch_size > WF_MAX_CLAIM_BATCH)
+		wf_invalid_argument("batch_size must be between 1 and %d, not %d",
+							WF_MAX_CLAIM_BATCH, req->batch_size);
+	req->values[0] = Int32GetDatum(req->batch_size);
+	req->types_mode = ClaimJobTypes(fcinfo, first + 1, req->values, req->nulls);
+	req->orgs_mode = ClaimOrganizations(fcinfo, first + 3, req->values,
+										req->nulls);
+	req->by_stage = !PG_ARGISNULL(first + 4);
+	req->values[5] = req->by_stage ? PG_GETARG_DATUM(first + 4) : (Datum) 0;
+	req->nulls[5] = req->by_stage ? ' ' : 'n';
+}
+
+/*
+ * RunClaim leases the jobs of a parsed claim and puts them into the
+ * result set, in claim order.
+ */
+static void
+RunClaim(ClaimRequest *req, ReturnSetInfo *rsinfo)
+{
+	static const Oid types[7] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
+	UUIDOID, TEXTOID, UUIDARRAYOID};
+	ClaimPlan  *claim;
+
+	if (req->orgs_mode < 0)
+		return;					/* another organization's jobs: none to see */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	claim = GetClaimPlan(req->types_mode, req->orgs_mode, req->by_stage,
+						 req->batch_size, rsinfo->setDesc);
+	WfExecuteGeneric(&claim->plan, claim->sql, 7, types, req->values,
+					 req->nulls);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	SPI_finish();
+}
+
 /* workflow_claim leases up to batch_size due jobs to a worker. */
 static Datum
 Claim(PG_FUNCTION_ARGS)
 {
-	static const Oid types[7] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID,
-	UUIDOID, TEXTOID, UUIDARRAYOID};
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[7];
-	char		nulls[7] = "       ";
-	int			types_mode;
-	int			orgs_mode;
-	bool		by_stage = !PG_ARGISNULL(4);
-	int32		batch_size;
-	ClaimPlan  *claim;
+	ClaimRequest req;
 
 	WfRequireReadCommitted();
-	values[1] = PointerGetDatum(WfArgText(fcinfo, 0, "worker_id"));
-	if (PG_ARGISNULL(2))
-		wf_invalid_argument("batch_size must not be null");
-	batch_size = PG_GETARG_INT32(2);
-	if (batch_size < 1 || batch_size > WF_MAX_CLAIM_BATCH)
-		wf_invalid_argument("batch_size must be between 1 and %d, not %d",
-							WF_MAX_CLAIM_BATCH, batch_size);
-	values[0] = Int32GetDatum(batch_size);
-	types_mode = ClaimJobTypes(fcinfo, values, nulls);
-	orgs_mode = ClaimOrganizations(fcinfo, values, nulls);
-	values[5] = by_stage ? PG_GETARG_DATUM(4) : (Datum) 0;
-	nulls[5] = by_stage ? ' ' : 'n';
-
+	ParseClaim(fcinfo, 0, &req);
 	InitMaterializedSRF(fcinfo, 0);
-	if (orgs_mode < 0)
-		return (Datum) 0;		/* another organization's jobs: none to see */
+	RunClaim(&req, (ReturnSetInfo *) fcinfo->resultinfo);
+	return (Datum) 0;
+}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	claim = GetClaimPlan(types_mode, orgs_mode, by_stage, batch_size,
-						 rsinfo->setDesc);
-	WfExecuteGeneric(&claim->plan, claim->sql, 7, types, values, nulls);
-	for (uint64 i = 0; i < SPI_processed; i++)
-		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
-	SPI_finish();
+/*
+ * workflow_complete_and_claim completes one job and claims the next ones
+ * in the same transaction: one commit per job for a worker in steady
+ * state.  Every argument is checked before anything is written, and what
+ * it claimed rolls back with the completion if anything fails.
+ *
+ * The claim comes after the completion, which may hold run rows until
+ * commit (late locks), against the lock order.  It cannot deadlock: the
+ * claim waits for no job row (SKIP LOCKED), and the step rows of the jobs
+ * it claims are held only by a transaction that holds their jobs, which
+ * the claim then skipped, or by cancel_run under the run's release lock
+ * exclusive, which it cannot hold while this transaction holds that run's
+ * lock shared, and which takes those jobs NOWAIT.
+ */
+static Datum
+CompleteAndClaim(PG_FUNCTION_ARGS)
+{
+	WfCompletion completion;
+	ClaimRequest req;
 
+	WfRequireReadCommitted();
+	WfParseCompletion(fcinfo, &completion);
+	ParseClaim(fcinfo, 3, &req);
+	InitMaterializedSRF(fcinfo, 0);
+	WfCompleteOne(&completion);
+	RunClaim(&req, (ReturnSetInfo *) fcinfo->resultinfo);
 	return (Datum) 0;
 }
 
@@ -417,3 +486,4 @@ Claim(PG_FUNCTION_ARGS)
  * confined to the caller's organizations (privilege.c).
  */
 WF_OWNER_ENTRY(workflow_claim, Claim)
+WF_OWNER_ENTRY(workflow_complete_and_claim, CompleteAndClaim)

@@ -313,6 +313,8 @@ Enqueue(PG_FUNCTION_ARGS)
 	WfExecute(&plan, sql, 8, types, values, nulls, false, 0);
 	WfResultUuid(0, 1, &id);
 	SPI_finish();
+	if (DatumGetTimestampTz(values[3]) <= GetCurrentStatementStartTimestamp())
+		WfNotifyJobType(text_to_cstring(DatumGetTextPP(values[0])));
 	PG_RETURN_DATUM(WfUuidDatum(&id));
 }
 
@@ -366,9 +368,40 @@ Heartbeat(PG_FUNCTION_ARGS)
 
 /* --- complete --- */
 
-/* workflow_complete_job records a job's success. */
-static Datum
-CompleteJob(PG_FUNCTION_ARGS)
+/*
+ * WfParseCompletion reads complete_job's arguments (job_id, lease_token,
+ * output: the first three of complete_job and of complete_and_claim) and
+ * checks them, before anything is written.
+ */
+void
+WfParseCompletion(FunctionCallInfo fcinfo, WfCompletion *completion)
+{
+	bool		unconfined;
+
+	completion->values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
+	completion->values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
+	memset(completion->nulls, ' ', sizeof(completion->nulls));
+	if (PG_ARGISNULL(2))
+	{
+		completion->values[2] = (Datum) 0;
+		completion->nulls[2] = 'n';
+	}
+	else
+	{
+		completion->values[2] = PG_GETARG_DATUM(2);
+		WfCheckJsonbSize(completion->values[2], "output");
+	}
+	completion->values[3] = WfCallOrganizationsArray(&unconfined);
+	completion->nulls[3] = unconfined ? 'n' : ' ';
+}
+
+/*
+ * WfCompleteOne records the success of the job a parsed completion names,
+ * or raises complete_job's error; an identical repeat of the call that
+ * completed it returns quietly.
+ */
+void
+WfCompleteOne(WfCompletion *completion)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -379,42 +412,34 @@ CompleteJob(PG_FUNCTION_ARGS)
 		" AND j.status" OP("=") "'RUNNING'"
 		" AND ($4::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($4))";
 	static const Oid types[4] = {UUIDOID, UUIDOID, JSONBOID, UUIDARRAYOID};
-	Datum		values[4];
-	char		nulls[4] = "    ";
-	bool		unconfined;
+	Datum	   *values = completion->values;
 	WfJobState	job;
-
-	WfRequireReadCommitted();
-	values[0] = UUIDPGetDatum(ArgUuid(fcinfo, 0, "job_id"));
-	values[1] = UUIDPGetDatum(ArgUuid(fcinfo, 1, "lease_token"));
-	if (PG_ARGISNULL(2))
-	{
-		values[2] = (Datum) 0;
-		nulls[2] = 'n';
-	}
-	else
-	{
-		values[2] = PG_GETARG_DATUM(2);
-		WfCheckJsonbSize(values[2], "output");
-	}
-	values[3] = WfCallOrganizationsArray(&unconfined);
-	nulls[3] = unconfined ? 'n' : ' ';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	LockJobIfLate(DatumGetUUIDP(values[0]));
-	WfExecute(&plan, sql, 4, types, values, nulls, false, 0);
+	WfExecute(&plan, sql, 4, types, values, completion->nulls, false, 0);
 	if (SPI_processed == 0)
 	{
 		FetchJob(DatumGetUUIDP(values[0]), false, &job);
 		WfCheckWorkerJob(&job, DatumGetUUIDP(values[1]), false);
-		/* a repeat of the call that completed it returns quietly */
 		if (strcmp(job.status, "SUCCEEDED") != 0 ||
 			!WfJsonbEqual(job.output, job.output_null, values[2],
-						  nulls[2] == 'n'))
+						  completion->nulls[2] == 'n'))
 			WfRaiseNotRunning(&job);
 	}
 	SPI_finish();
+}
+
+/* workflow_complete_job records a job's success. */
+static Datum
+CompleteJob(PG_FUNCTION_ARGS)
+{
+	WfCompletion completion;
+
+	WfRequireReadCommitted();
+	WfParseCompletion(fcinfo, &completion);
+	WfCompleteOne(&completion);
 	PG_RETURN_VOID();
 }
 
@@ -449,8 +474,7 @@ WfFailJobRows(int n, const WfJobState *const *jobs, const Datum *codes,
 			  const Datum *messages, const bool *message_nulls,
 			  bool retryable)
 {
-	static SPIPlanPtr plan = NULL;
-	static const char *sql =
+	static WfDueStatement fail = {
 		"UPDATE workflow.job_queue j SET"
 		" status = CASE WHEN x.retry THEN 'QUEUED' ELSE 'FAILED' END::workflow.job_status,"
 		" run_at = CASE WHEN x.retry THEN x.run_at ELSE j.run_at END,"
@@ -467,7 +491,7 @@ WfFailJobRows(int n, const WfJobState *const *jobs, const Datum *codes,
 		"  pg_catalog.unnest($4::pg_catalog.text[]),"
 		"  pg_catalog.unnest($5::pg_catalog.text[]))"
 		"  AS x(id, retry, run_at, code, message)"
-		" WHERE j.id" OP("=") "x.id";
+		" WHERE j.id" OP("=") "x.id"};
 	static const Oid types[5] = {UUIDARRAYOID, BOOLARRAYOID,
 	TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 	Datum	   *ids = palloc(sizeof(Datum) * n);
@@ -489,7 +513,7 @@ WfFailJobRows(int n, const WfJobState *const *jobs, const Datum *codes,
 	values[2] = WfArray(run_ats, NULL, n, TIMESTAMPTZOID);
 	values[3] = WfArray((Datum *) codes, NULL, n, TEXTOID);
 	values[4] = WfArray((Datum *) messages, (bool *) message_nulls, n, TEXTOID);
-	WfExecuteGeneric(&plan, sql, 5, types, values, NULL);
+	WfExecuteDue(&fail, 5, types, values, NULL);
 	pfree(ids);
 	pfree(retries);
 	pfree(run_ats);
@@ -551,15 +575,14 @@ FailJob(PG_FUNCTION_ARGS)
 static Datum
 ReleaseJob(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
-	static const char *sql =
+	static WfDueStatement release = {
 		"UPDATE workflow.job_queue j SET status = 'QUEUED',"
 		" attempt = j.attempt" OP("-") "1,"
 		" lease_token = NULL, leased_until = NULL, worker_id = NULL,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "$1 AND j.lease_token" OP("=") "$2"
 		" AND j.status" OP("=") "'RUNNING'"
-		" AND ($3::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($3))";
+		" AND ($3::pg_catalog.uuid[] IS NULL OR j.organization_id" OP("=") "ANY ($3))"};
 	static const Oid types[3] = {UUIDOID, UUIDOID, UUIDARRAYOID};
 	Datum		values[3];
 	char		nulls[3] = "   ";
@@ -575,8 +598,7 @@ ReleaseJob(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	LockJobIfLate(DatumGetUUIDP(values[0]));
-	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
-	if (SPI_processed == 0)
+	if (WfExecuteDue(&release, 3, types, values, nulls) == 0)
 	{
 		FetchJob(DatumGetUUIDP(values[0]), false, &job);
 		WfCheckWorkerJob(&job, DatumGetUUIDP(values[1]), false);
@@ -753,8 +775,7 @@ ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
 static int
 ExpireLeases(Datum *chosen, int nchosen)
 {
-	static SPIPlanPtr expire_plan = NULL;
-	static const char *expire_sql =
+	static WfDueStatement expire = {
 		"WITH c AS (SELECT j.id FROM workflow.job_queue j"
 		"  WHERE j.id" OP("=") "ANY ($1)"
 		"  AND j.status" OP("=") "'RUNNING'"
@@ -771,14 +792,12 @@ ExpireLeases(Datum *chosen, int nchosen)
 		" last_error_code = '" WF_REASON_LEASE_EXPIRED "',"
 		" last_error_message = 'the lease expired before the job finished',"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" FROM c WHERE j.id" OP("=") "c.id";
+		" FROM c WHERE j.id" OP("=") "c.id"};
 	static const Oid expire_types[1] = {UUIDARRAYOID};
 	Datum		values[1];
 
 	values[0] = WfArray(chosen, NULL, nchosen, UUIDOID);
-	WfExecute(&expire_plan, expire_sql, 1, expire_types, values, NULL,
-			  false, 0);
-	return (int) SPI_processed;
+	return (int) WfExecuteDue(&expire, 1, expire_types, values, NULL);
 }
 
 /*

@@ -447,9 +447,8 @@ InsertEdges(NewRun *run)
 static void
 InsertRootJobs(NewRun *run)
 {
-	static SPIPlanPtr jobs_plan = NULL;
-	static const char *jobs_sql =
-		"INSERT INTO workflow.job_queue (id, job_type, organization_id,"
+	static WfDueStatement jobs = {
+		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
 		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
 		" workflow_run_id, workflow_step_id, generation)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
@@ -457,13 +456,13 @@ InsertRootJobs(NewRun *run)
 		" pg_catalog.statement_timestamp(), s.workflow_run_id, s.id, 0"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1"
-		" AND s.id" OP("=") "ANY ($2)";
+		" AND s.id" OP("=") "ANY ($2)"};
 	static const Oid jobs_types[2] = {UUIDOID, UUIDARRAYOID};
 	Datum		values[2];
 
 	values[0] = UUIDPGetDatum(run->id);
 	values[1] = WfArray(run->root_steps, NULL, run->nroot_jobs, UUIDOID);
-	WfExecute(&jobs_plan, jobs_sql, 2, jobs_types, values, NULL, false, 0);
+	WfExecuteDue(&jobs, 2, jobs_types, values, NULL);
 }
 
 /*

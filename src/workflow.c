@@ -34,6 +34,7 @@ int			wf_retry_max_delay_ms = 3600 * 1000;
 int			wf_counter_shards = 64;
 int			wf_counter_shard_min_width = 64;
 bool		wf_notify_per_organization = false;
+bool		wf_notify_jobs = false;
 int			wf_history = WF_HISTORY_STEPS;
 
 static const struct config_enum_entry history_options[] = {
@@ -106,6 +107,11 @@ _PG_init(void)
 							 "The channel is workflow_run_terminal_ followed by the organization id without dashes; runs without an organization keep workflow_run_terminal.",
 							 &wf_notify_per_organization, false,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("workflow.notify_jobs",
+							 "Wakes waiting workers: one notification on channel workflow_jobs per job type per transaction that makes jobs of that type due now.",
+							 "The payload is the job type.  Off by default: a notification takes a cluster-wide lock at commit.",
+							 &wf_notify_jobs, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("workflow.history",
 							 "What the event history records: steps (every event), runs (run events and operator actions) or off.",
 							 "Superusers only, so that no caller can hide its own actions.",

@@ -67,6 +67,7 @@ extern int	wf_counter_shards;
 #define WF_MAX_COUNTER_SHARDS 1024
 extern int	wf_counter_shard_min_width;
 extern bool wf_notify_per_organization;
+extern bool wf_notify_jobs;
 
 typedef enum WfHistoryLevel
 {
@@ -107,6 +108,19 @@ typedef struct WfJobState
 	pg_uuid_t	org;
 } WfJobState;
 
+/*
+ * A checked complete_job call, ready to run: job_id, lease_token, output
+ * and the caller's organizations (NULL when unconfined), as SPI parameters.
+ */
+typedef struct WfCompletion
+{
+	Datum		values[4];
+	char		nulls[4];
+} WfCompletion;
+
+extern void WfParseCompletion(FunctionCallInfo fcinfo,
+							  WfCompletion *completion);
+extern void WfCompleteOne(WfCompletion *completion);
 extern text *WfArgText(FunctionCallInfo fcinfo, int n, const char *name);
 extern void WfCheckJsonbSize(Datum value, const char *name);
 extern void WfReadJobState(uint64 row, WfJobState *job);
@@ -205,13 +219,33 @@ extern void WfDetailTimestamp(StringInfo buf, const char *key,
 							  TimestampTz value);
 extern char *WfDetailEnd(StringInfo buf);
 
+/* notify.c: wake-ups for waiting workers (workflow.notify_jobs) */
+
+/*
+ * A statement that may leave jobs due now, with its cached plans: sql as
+ * given, and its notifying form (built on first use), which also returns
+ * the job type of each row left due.
+ */
+typedef struct WfDueStatement
+{
+	const char *sql;
+	SPIPlanPtr	plan;
+	char	   *notify_sql;
+	SPIPlanPtr	notify_plan;
+} WfDueStatement;
+
+extern void WfNotifyJobType(const char *job_type);
+extern uint64 WfExecuteDue(WfDueStatement *st, int nargs,
+						   const Oid *argtypes, Datum *values,
+						   const char *nulls);
+
 /* locks.c: the run release lock */
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.4"
+#define WF_SQL_VERSION "1.5"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

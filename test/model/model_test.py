@@ -28,7 +28,8 @@ Three blocks of examples:
               deterministic, those are checked exactly.
   concurrent  3 or 4 worker threads (claim, complete_job / fail_job /
               release_job / cancel_job and the batch forms complete_jobs /
-              fail_jobs), two threads completing external steps at the
+              fail_jobs; two completions in five by complete_and_claim,
+              whose claimed job the worker processes next), two threads completing external steps at the
               same time (identical repeats race), several runs at once.
   cancel      as concurrent, plus a thread that calls cancel_run on some
               runs and cancel_job on some jobs at random moments.  Runs
@@ -1237,9 +1238,12 @@ class ExampleRun:
             return True
         return False
 
-    def process_claimed(self, cur, rows, wid, rng, batch_finish):
-        """cur: the worker role's connection."""
+    def process_claimed(self, cur, rows, wid, rng, batch_finish, types):
+        """cur: the worker role's connection.  Returns the jobs that
+        complete_and_claim claimed on the way, for the worker to process
+        next."""
         items = []
+        claimed = []
         for row in rows:
             if self.foreign_claim(row):
                 continue
@@ -1267,7 +1271,7 @@ class ExampleRun:
                 self.finish_batch(cur, groups["S"], "complete", rng)
             else:
                 for x in groups["S"]:
-                    self.complete_one(cur, x, rng)
+                    claimed += self.complete_one(cur, x, rng, (wid, types))
         for o in ("FR", "FN"):
             if groups[o]:
                 if batch_finish:
@@ -1281,6 +1285,7 @@ class ExampleRun:
             self.expire_one(cur, x)
         for x in groups["C"]:
             self.self_cancel_one(cur, x)
+        return claimed
 
     def stale_call(self, cur, x, what, expect_canceled=False):
         """A worker whose lease is gone tries to complete: job.lease_lost
@@ -1309,16 +1314,33 @@ class ExampleRun:
         status = row["status"] if isinstance(row, dict) else (row[0] if row else None)
         return status == "CANCELED"
 
-    def complete_one(self, cur, x, rng):
+    def complete_one(self, cur, x, rng, claim_next):
+        """Completes one job, with complete_job or, in the concurrent blocks
+        two times in five, with complete_and_claim, which also claims the
+        worker's next job in the same transaction; returns what that
+        claimed.  The sequential block, whose lockstep model checks every
+        claim's order, passes claim_next (worker, types) with types None."""
         row, d, i, a, _ = x
         out = Jsonb(job_output(self.ex.dags[d].steps[i], a))
+        claimed = []
         if rng.random() < 0.1:
             r = self.call(cur, "heartbeat", "SELECT workflow.heartbeat(%s, %s) AS t",
                           (row["id"], row["lease_token"]))
             if not r.ok and not self.canceled_ok(d, r):
                 self.unexpected(r, f"heartbeat {self.key(d, i)}")
-        r = self.call(cur, "complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
-                      (row["id"], row["lease_token"], out))
+        wid, types = claim_next
+        if types is not None and rng.random() < 0.4:
+            r = self.call(cur, "complete_and_claim",
+                          "SELECT * FROM workflow.complete_and_claim(%s, %s, %s, %s, %s::text[])",
+                          (row["id"], row["lease_token"], out, wid, types))
+            if r.ok:
+                self.inc("complete_and_claim")
+                claimed = r.rows or []
+                if claimed:
+                    self.inc("claims")
+        else:
+            r = self.call(cur, "complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
+                          (row["id"], row["lease_token"], out))
         if r.ok:
             self.model_event(d, i, "S", a)
             self.sync(cur, d, "complete_job")
@@ -1331,6 +1353,7 @@ class ExampleRun:
                 self.sync(cur, d, "repeated complete_job")
         elif not self.canceled_ok(d, r):
             self.unexpected(r, f"complete_job {self.key(d, i)} attempt {a}")
+        return claimed
 
     def fail_one(self, cur, x, retryable, rng):
         row, d, i, a, action = x
@@ -1605,7 +1628,7 @@ class ExampleRun:
                 raise Diverged()
         for d in sorted({self.step_of[row["workflow_step_id"]][0] for row in rows}):
             self.sync(cur, d, "claim")
-        self.process_claimed(cur, rows, "seq", rng, self.ex.batch_finish[0])
+        self.process_claimed(cur, rows, "seq", rng, self.ex.batch_finish[0], None)
 
     def seq_cancel(self, cur, c):
         _event, kind, d, i = c
@@ -1771,7 +1794,10 @@ class ExampleRun:
                 continue
             idle = 0
             self.inc("claims")
-            self.process_claimed(cur, r.rows, wid, rng, ex.batch_finish[w])
+            rows = r.rows
+            while rows and not self.stop.is_set():
+                rows = self.process_claimed(cur, rows, wid, rng, ex.batch_finish[w],
+                                            types)
 
     def completer_loop(self, c):
         cur = self.h.cursor_as(CLIENT_ROLE)
@@ -2473,6 +2499,7 @@ def main():
               f" cancel_runs, {total['ext_FAILED']} failed and {total['ext_CANCELED']} canceled"
               f" external steps")
         print(f"# also: {total['act_S']} successes, {total['batch_calls']} batch calls,"
+              f" {total['complete_and_claim']} completions by complete_and_claim,"
               f" {total['repeats']} identical or conflicting repeats, {total['stale_calls']}"
               f" stale-token calls, {total['reaped']} jobs reaped, {total['release_conflicts']}"
               f" release_conflict retries, {total['deadlocks']} deadlocks")

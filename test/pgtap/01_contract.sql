@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(321);
+SELECT plan(327);
 
 CREATE SCHEMA wf_tap;
 
@@ -292,6 +292,12 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'job_id uuid, lease_token uuid'),
     ('complete_job', ARRAY['uuid', 'uuid', 'jsonb'], 'void',
      'job_id uuid, lease_token uuid, output jsonb DEFAULT NULL::jsonb'),
+    ('complete_and_claim',
+     ARRAY['uuid', 'uuid', 'jsonb', 'text', 'text[]', 'integer', 'uuid', 'text'],
+     'setof workflow.job_queue',
+     'job_id uuid, lease_token uuid, output jsonb, worker_id text, '
+     'job_types text[] DEFAULT NULL::text[], batch_size integer DEFAULT 1, '
+     'organization_id uuid DEFAULT NULL::uuid, stage text DEFAULT NULL::text'),
     ('fail_job', ARRAY['uuid', 'uuid', 'text', 'text', 'boolean'], 'void',
      'job_id uuid, lease_token uuid, error_code text, error_message text, '
      'retryable boolean DEFAULT true'),
@@ -331,7 +337,7 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'workflow_run_id uuid, format text DEFAULT ''dot''::text, '
      'organization_id uuid DEFAULT NULL::uuid');
 
--- 22 functions: has_function, function_returns, then the argument list.
+-- 23 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -367,7 +373,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          22, 'all 22 API functions are present and not STRICT');
+          23, 'all 23 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -391,7 +397,8 @@ INSERT INTO wf_tap.api_kind VALUES
     ('run_counters', 'c', 's'), ('purge', 'c', 'v'), ('grant_organization', 'c', 'v'),
     ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's'),
     ('run_history', 'c', 's'),
-    ('run_graph', 'c', 's');
+    ('run_graph', 'c', 's'),
+    ('complete_and_claim', 'c', 'v');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -583,10 +590,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.4', 'workflow is available with default version 1.4');
+          '1.5', 'workflow is available with default version 1.5');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.4'),
+            WHERE v.name = 'workflow' AND v.version = '1.5'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -595,7 +602,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.4', 'the installed version is 1.4');
+          '1.5', 'the installed version is 1.5');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -614,9 +621,15 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.3' AND p.target = '1.4'),
           '1.3--1.4', 'an installed 1.3 updates to 1.4 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.5'),
+          '1.0--1.1--1.2--1.3--1.4--1.5', 'an installed 1.0 updates to 1.5 through 1.1, 1.2, 1.3 and 1.4');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.4' AND p.target = '1.5'),
+          '1.4--1.5', 'an installed 1.4 updates to 1.5 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4'], 'the versions 1.0 to 1.4 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5'], 'the versions 1.0 to 1.5 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

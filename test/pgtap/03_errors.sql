@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(126);
+SELECT plan(137);
 
 CREATE SCHEMA wf_tap;
 
@@ -289,6 +289,25 @@ SELECT is(wf_tap.err(format($$SELECT workflow.complete_job(%L, NULL)$$, wf_tap.f
 SELECT is(wf_tap.err(format($$SELECT workflow.fail_job(%L, %L, NULL, 'm')$$,
         wf_tap.fx('p.run'), wf_tap.fx('p.run.token'))),
     '22023 job.invalid_argument', 'fail_job with error_code NULL');
+-- complete_and_claim checks every argument, the claim's too, before it
+-- completes anything: p.run stays RUNNING through all of these.
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, NULL, NULL, 'w')$$,
+        wf_tap.fx('p.run'))),
+    '22023 job.invalid_argument', 'complete_and_claim with lease_token NULL');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, NULL, NULL)$$,
+        wf_tap.fx('p.run'), wf_tap.fx('p.run.token'))),
+    '22023 job.invalid_argument', 'complete_and_claim with worker_id NULL');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, NULL, 'w', NULL, 0)$$,
+        wf_tap.fx('p.run'), wf_tap.fx('p.run.token'))),
+    '22023 job.invalid_argument', 'complete_and_claim with batch_size 0');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, NULL, 'w', NULL, 1001)$$,
+        wf_tap.fx('p.run'), wf_tap.fx('p.run.token'))),
+    '22023 job.invalid_argument', 'complete_and_claim with batch_size 1001');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, NULL, 'w', ARRAY[]::text[])$$,
+        wf_tap.fx('p.run'), wf_tap.fx('p.run.token'))),
+    '22023 job.invalid_argument', 'complete_and_claim with an empty job_types array');
+SELECT is((SELECT status::text FROM workflow.job_queue WHERE id = wf_tap.fx('p.run')), 'RUNNING',
+    'a complete_and_claim refused for its claim arguments completed nothing');
 SELECT is(wf_tap.err($$SELECT workflow.cancel_job(NULL)$$),
     '22023 job.invalid_argument', 'cancel_job(NULL)');
 SELECT is(wf_tap.err($$SELECT workflow.cancel_run(NULL)$$),
@@ -386,6 +405,21 @@ SELECT is(workflow.cancel_run(wf_tap.fx('canceled')), 'CANCELED'::workflow.run_s
 SELECT is(wf_tap.err(format($$SELECT workflow.complete_job(%L, %L)$$,
         wf_tap.fx('p.canc'), wf_tap.fx('p.canc.token'))),
     '55000 job.canceled', 'complete_job of a canceled job');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, NULL, 'w')$$,
+        wf_tap.fx('p.canc'), wf_tap.fx('p.canc.token'))),
+    '55000 job.canceled', 'complete_and_claim of a canceled job');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, '00000000-0000-4000-8000-0000000000f3', NULL, 'w')$$,
+        wf_tap.fx('p.run'))),
+    '40001 job.lease_lost', 'complete_and_claim with a stale token');
+SELECT is(wf_tap.err($$SELECT * FROM workflow.complete_and_claim('00000000-0000-7000-8000-0000000000f2',
+        '00000000-0000-4000-8000-0000000000f3', NULL, 'w')$$),
+    'P0002 job.not_found', 'complete_and_claim of an unknown job');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, '{"r": 2}', 'w', ARRAY['err.none'])$$,
+        wf_tap.fx('p.succ'), wf_tap.fx('p.succ.token'))),
+    '55000 job.not_running', 'complete_and_claim of a SUCCEEDED job with another output');
+SELECT is(wf_tap.err(format($$SELECT * FROM workflow.complete_and_claim(%L, %L, '{"r": 1}', 'w', ARRAY['err.none'])$$,
+        wf_tap.fx('p.succ'), wf_tap.fx('p.succ.token'))),
+    'ok', 'an identical repeat through complete_and_claim returns quietly (and claims)');
 SELECT is(wf_tap.err(format($$SELECT workflow.fail_job(%L, %L, 'e', 'm')$$,
         wf_tap.fx('p.canc'), wf_tap.fx('p.canc.token'))),
     '55000 job.canceled', 'fail_job of a canceled job');

@@ -11,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN ISOLATION LEVEL SERIALIZABLE;
-SELECT plan(18);
+SELECT plan(19);
 
 CREATE SCHEMA wf_tap;
 
@@ -47,6 +47,9 @@ SELECT is(wf_tap.err($$SELECT workflow.heartbeat('00000000-0000-7000-8000-000000
 SELECT is(wf_tap.err($$SELECT workflow.complete_job('00000000-0000-7000-8000-000000000001',
         '00000000-0000-4000-8000-000000000002')$$),
     '25000 workflow.unsupported_isolation', 'complete_job');
+SELECT is(wf_tap.err($$SELECT * FROM workflow.complete_and_claim('00000000-0000-7000-8000-000000000001',
+        '00000000-0000-4000-8000-000000000002', NULL, 'w')$$),
+    '25000 workflow.unsupported_isolation', 'complete_and_claim');
 SELECT is(wf_tap.err($$SELECT workflow.fail_job('00000000-0000-7000-8000-000000000001',
         '00000000-0000-4000-8000-000000000002', 'e', 'm')$$),
     '25000 workflow.unsupported_isolation', 'fail_job');

@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(343);
+SELECT plan(349);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -109,6 +109,8 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('claim', ARRAY['text', 'text[]', 'integer', 'uuid', 'text'], true, false, false, true),
     ('heartbeat', ARRAY['uuid', 'uuid'], true, false, false, true),
     ('complete_job', ARRAY['uuid', 'uuid', 'jsonb'], true, false, false, true),
+    ('complete_and_claim', ARRAY['uuid', 'uuid', 'jsonb', 'text', 'text[]', 'integer', 'uuid',
+                                 'text'], true, false, false, true),
     ('complete_jobs', ARRAY['uuid[]', 'uuid[]', 'jsonb[]'], true, false, false, true),
     ('fail_job', ARRAY['uuid', 'uuid', 'text', 'text', 'boolean'], true, false, false, true),
     ('fail_jobs', ARRAY['uuid[]', 'uuid[]', 'text[]', 'text[]', 'boolean'], true, false, false, true),
@@ -150,13 +152,13 @@ SELECT functions_are('workflow', ARRAY[
     'grant_organization', 'revoke_organization', 'uuid_v7', 'my_organizations',
     'job_queue_sync_step', 'job_queue_finish_statement', 'job_queue_guard',
     'workflow_steps_guard', '_organization_members_changed', 'run_history',
-    '_workflow_events_guard']::name[],
-    'schema workflow holds the 28 functions listed here, and no other');
+    '_workflow_events_guard', 'complete_and_claim']::name[],
+    'schema workflow holds the 29 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 28,
-          'schema workflow holds 28 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 29,
+          'schema workflow holds 29 functions (no overloads besides the list)');
 
--- 28 functions x 4 roles
+-- 29 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -173,7 +175,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 28 functions x PUBLIC
+-- 29 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -197,6 +199,7 @@ $$, $$ VALUES
     ('claim', 'workflow_worker', 'EXECUTE', false),
     ('heartbeat', 'workflow_worker', 'EXECUTE', false),
     ('complete_job', 'workflow_worker', 'EXECUTE', false),
+    ('complete_and_claim', 'workflow_worker', 'EXECUTE', false),
     ('complete_jobs', 'workflow_worker', 'EXECUTE', false),
     ('fail_job', 'workflow_worker', 'EXECUTE', false),
     ('fail_jobs', 'workflow_worker', 'EXECUTE', false),

@@ -300,8 +300,8 @@ SELECT is(:'updated_from'::text, '1.0', 'the second database was installed at 1.
 SELECT is(:'updated_to'::text, (SELECT default_version::text FROM pg_catalog.pg_available_extensions
                            WHERE name = 'workflow'),
           'ALTER EXTENSION UPDATE took the second database to the default version');
-SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.4',
-          'this database was installed fresh at 1.4');
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.5',
+          'this database was installed fresh at 1.5');
 
 -- The descriptions are not empty and name every member.
 SELECT is((SELECT count(*) FROM wf_tap.fresh WHERE kind = 'member'),
@@ -314,8 +314,8 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 70, column 124, comment 9, config_dump 8, constraint 11, enum 5, extension 1, '
-          'function 28, index 19, init_privs 40, member 44, policy 7, relation 30, rule 3, '
+          'acl 71, column 124, comment 10, config_dump 8, constraint 11, enum 5, extension 1, '
+          'function 29, index 19, init_privs 41, member 45, policy 7, relation 30, rule 3, '
           'schema 1, sequence 1, trigger 7, type 30',
           'the fresh description: so many facts of each kind');
 
