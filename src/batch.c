@@ -225,9 +225,10 @@ LockBatch(BatchItem *items, int n, WfJobState *jobs, ItemPointerData *tids)
 			if (WfUuidCompare(&row_id, &items[i].id) == 0)
 			{
 				bool		isnull;
+				Datum		tid = WfResultDatum(row, WF_JOB_STATE_NCOLUMNS + 1,
+												&isnull);
 
-				tids[i] = *(ItemPointer) DatumGetPointer(WfResultDatum(row, WF_JOB_STATE_NCOLUMNS + 1,
-															 &isnull));
+				tids[i] = *(ItemPointer) DatumGetPointer(tid);
 				WfReadJobState(row++, &jobs[i]);
 			}
 		}

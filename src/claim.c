@@ -143,12 +143,11 @@ ClaimFilters(int types_mode, int orgs_mode, bool by_stage)
  * ClaimLocking is the scan that picks and locks the jobs to claim, at most
  * limit of them, in claim order.  It returns their row addresses (ctid):
  * the lease is written to the very row versions it locked, found by
- * address, not by a second descent of the primary key per job, whose
- * entries for earlier versions of the same ids (no status change is HOT)
- * made that lookup the larger part of the index work of a batch.  A row
- * that was updated since the scan's snapshot is locked in its newest
- * version, whose address the scan then returns; and nobody can move a
- * row this statement holds.
+ * address, not by a second descent of the primary key per job, which
+ * holds an entry for every earlier version of each id (no status change
+ * is HOT).  A row that was updated since the scan's snapshot is locked in
+ * its newest version, whose address the scan then returns; and nobody can
+ * move a row this statement holds.
  */
 static char *
 ClaimLocking(int types_mode, const char *filters, const char *limit)

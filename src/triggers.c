@@ -7,10 +7,11 @@
  * job out of its status, and notes how a job's step follows its job: a
  * claim makes it RUNNING, a retry or release ENQUEUED, a terminal job
  * makes it terminal.  Its WHEN clause lets through only those two kinds of
- * change, so the update of a plain job in its normal course fires nothing.  job_queue_finish_statement (AFTER
- * UPDATE, per statement) writes the noted steps, in one statement when
- * there are several, reports the terminal ones to the cascade, and runs
- * the cascade and the run counters once for the whole statement.  This
+ * change, so the update of a plain job in its normal course fires nothing.
+ * job_queue_finish_statement (AFTER UPDATE, per statement) writes the
+ * noted steps, in one statement when there are several, reports the
+ * terminal ones to the cascade, and runs the cascade and the run counters
+ * once for the whole statement.  This
  * holds for direct UPDATEs of job_queue too.  Each move's history event
  * (history.c) is decided from the job's row before and after, and written
  * by the statement that writes the move.  The guards refuse writes that
@@ -332,9 +333,10 @@ RequeueEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
  * table with any BEFORE UPDATE row trigger makes every UPDATE lock each
  * row again before writing it (to hand the trigger the row it replaces),
  * and re-read the trigger's WHEN clause in every statement, for rows of
- * which none is ever refused in the normal course: 4 % of the server CPU
- * of plain claim + complete_job.  Raised here, at the end of the
- * statement, the error rolls the statement back just the same.
+ * which none is ever refused in the normal course: 4.9 % of the server CPU
+ * of plain claim + complete_job, 2.2 % of batched claims and completions.
+ * Raised here, when the statement's row triggers fire at its end, the
+ * error rolls the statement back just the same.
  */
 Datum
 workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
