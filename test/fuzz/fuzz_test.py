@@ -9,24 +9,34 @@ elements, of unequal lengths, empty, two-dimensional, with a lower bound of
 0, of 20,000 elements, negative and extreme integers, infinite timestamps,
 every step_status label for complete_external_step, text that does not parse
 as a uuid or a label, formats of run_graph in every case and spacing, runs
-of every status read with their own organization, another one and none, and
-the workflow.* bounds lowered and raised to the largest values their
-settings accept.
+of every status read with their own organization, another one and none,
+complete_and_claim with good and bad arguments of its completion and of its
+claim in every combination and made twice in a row, and the workflow.*
+bounds lowered and raised to the largest values their settings accept.
 
 Every call must either succeed or raise an error whose message starts with a
-code from the error table of docs/reference.md and whose SQLSTATE is that code's class:
-never workflow.internal_state (XX000), never another SQLSTATE, never a
-dropped connection (the test reconnects and goes on).  A failed call must
-write nothing: row counts and an md5 of the rows of workflow_runs,
+code from the error table of docs/reference.md and whose SQLSTATE is that
+code's class: never workflow.internal_state (XX000), never another SQLSTATE,
+never a dropped connection (the test reconnects and goes on).  A failed call
+must write nothing: row counts and an md5 of the rows of workflow_runs,
 workflow_steps, workflow_step_dependencies, job_queue and workflow_events,
 in autocommit, are equal before and after it; around run_history and
 run_graph, which only read, they must be equal whatever the outcome.  Where
 the outcome follows from the arguments and the rows the call reads, a model
 predicts the exact code or success, and what a successful call returns is
-checked: run_history returns exactly the run's events in id order, and
-run_graph's text starts with "digraph" (dot) or "flowchart" (mermaid),
-draws each step of the run once, in id order, with its key, kind and
-status, and each of its edges once.  workflow.verify() must return
+checked: run_history returns exactly the run's events in id order;
+run_graph's text starts with "digraph" (dot) or "flowchart" (mermaid), draws
+each step of the run once, in id order, with its key, kind and status, and
+each of its edges once; a completion (complete_job and complete_and_claim)
+leaves its job SUCCEEDED with the output and its token, and an identical
+repeat changes nothing of it; the rows of a claim (claim and
+complete_and_claim) are distinct due jobs that match its filters, in claim
+order, at most batch_size and no fewer than the due ones up to it, none of
+those skipped, each RUNNING for the worker with its next attempt, and every
+job it did not return stays QUEUED; complete_and_claim's claim takes jobs
+its completion released as due.  complete_and_claim checks complete_job's
+arguments, then claim's, then complete_job's errors in their order, and a
+refused call completes and claims nothing.  workflow.verify() must return
 nothing after every example and after the whole run.  Text that fails to
 parse as a uuid or a step_status is accepted only with the same error the
 cast alone gives (22P02, raised in the client's cast before the call).
@@ -175,6 +185,10 @@ SIGS = {
               ("organization_id", "uuid"), ("stage", "text")],
     "heartbeat": [("job_id", "uuid"), ("lease_token", "uuid")],
     "complete_job": [("job_id", "uuid"), ("lease_token", "uuid"), ("output", "jsonb")],
+    "complete_and_claim": [("job_id", "uuid"), ("lease_token", "uuid"), ("output", "jsonb"),
+                           ("worker_id", "text"), ("job_types", "text[]"),
+                           ("batch_size", "int4"), ("organization_id", "uuid"),
+                           ("stage", "text")],
     "fail_job": [("job_id", "uuid"), ("lease_token", "uuid"), ("error_code", "text"),
                  ("error_message", "text"), ("retryable", "bool")],
     "release_job": [("job_id", "uuid"), ("lease_token", "uuid")],
@@ -204,6 +218,7 @@ DEFAULTS = {
     "enqueue": [None, "{}", 0, "now", 3, 300, None, None],
     "claim": [None, None, 1, None, None],
     "complete_job": [None, None, None],
+    "complete_and_claim": [None, None, None, None, None, 1, None, None],
     "fail_job": [None, None, None, None, True],
     "cancel_job": [None, None],
     "complete_jobs": [None, None, None],
@@ -215,13 +230,16 @@ DEFAULTS = {
     "run_graph": [None, "dot", None],
 }
 # What each call selects, so that no value the client cannot load
-# (infinite or BC timestamps) comes back.
+# (infinite or BC timestamps) comes back.  The claim's columns are those
+# claim_post reads.
+CLAIM_SELECT = ("x.id, x.lease_token, x.status::text, x.job_type, x.organization_id,"
+                " x.stage, x.priority, x.run_at::text, x.worker_id, x.attempt")
 SELECTS = {
     "enqueue": "x::text",
-    "claim": "x.id, x.lease_token, x.status::text, x.job_type, x.organization_id,"
-             " x.stage, x.priority, x.run_at::text, x.worker_id, x.attempt",
+    "claim": CLAIM_SELECT,
     "heartbeat": "x::text",
     "complete_job": "1",
+    "complete_and_claim": CLAIM_SELECT,
     "fail_job": "1",
     "release_job": "1",
     "cancel_job": "1",
@@ -246,6 +264,10 @@ class Violation(AssertionError):
 _violation_types = {}
 FAILURES = {}       # signature -> list of descriptions, in the order seen
 STATS = {"examples": 0, "calls": 0, "outcomes": {}}
+
+
+def count_outcome(key):
+    STATS["outcomes"][key] = STATS["outcomes"].get(key, 0) + 1
 
 
 def violation(sig, text):
@@ -337,6 +359,7 @@ class Session:
         self.snap_cache = None
         self.pools = None
         self.dirty = True
+        self.last_call = None   # (fn, n, params, values) of the last action
         self.connect()
 
     def connect(self):
@@ -707,9 +730,10 @@ timestamp_spec = st.one_of(
 # References: ("job", i, u) picks the i-th job of the current state (u when
 # there is none), ("run", ...) a run, ("step", ...) a step, ("uuid", _, u)
 # is u, which exists nowhere, ("nil", ...) and ("max", ...) the extreme
-# uuids.  Tokens: ("own", ...) is the current token of the job the call
-# names, ("job", i, _) another job's, ("stale", i, _) one that a retry or a
-# release cleared in the fixture.
+# uuids, ("running", ...) a RUNNING job, ("running_step", ...) a RUNNING
+# job of a step.  Tokens: ("own", ...) is the current token of the job the
+# call names, ("job", i, _) another job's, ("stale", i, _) one that a retry
+# or a release cleared in the fixture.
 token_ref = st.one_of(
     st.none(),
     st.tuples(st.sampled_from(["own", "own", "own", "job", "stale", "uuid"]),
@@ -726,7 +750,11 @@ def Pools(s):
 
 class _Pools:
     def __init__(self, s):
-        self.jobs = s.q("SELECT id, lease_token FROM workflow.job_queue ORDER BY id")
+        jobs = s.q("SELECT id, lease_token, status::text, workflow_step_id IS NOT NULL"
+                   " FROM workflow.job_queue ORDER BY id")
+        self.jobs = [(j, t) for j, t, _, _ in jobs]
+        self.running = [j for j, _, st_, _ in jobs if st_ == "RUNNING"]
+        self.running_steps = [j for j, _, st_, step in jobs if st_ == "RUNNING" and step]
         runs = s.q("SELECT id, organization_id FROM workflow.workflow_runs ORDER BY id")
         self.runs = [r[0] for r in runs]
         self.run_org = dict(runs)
@@ -739,7 +767,9 @@ def resolve_uuid(ref, P):
     if ref is None:
         return None
     kind, i, u = ref
-    pick = {"job": [j for j, _ in P.jobs], "run": P.runs, "step": [r[0] for r in P.steps]}
+    pick = {"job": [j for j, _ in P.jobs], "running": P.running,
+            "running_step": P.running_steps, "run": P.runs,
+            "step": [r[0] for r in P.steps]}
     if kind in pick:
         rows = pick[kind]
         return rows[i % len(rows)] if rows else u
@@ -840,46 +870,107 @@ def model_enqueue(s, a):
     return Expect("ok", post)
 
 
-def model_claim(s, a):
-    worker, types, batch, org, stage = a
+def claim_args_error(worker, types, batch):
+    """claim's argument checks (ParseClaim), also complete_and_claim's
+    after complete_job's: job.invalid_argument, or None when they pass."""
     if worker is None or batch is None or not (1 <= batch <= 1000):
-        return Expect(IA)
+        return IA
     if types is not None:
         elems, ndim = types
         if ndim > 1 or not elems or any(e is None for e in elems):
-            return Expect(IA)
-    filt = " AND j.job_type = ANY(%s)" if types is not None else ""
-    params = [types[0]] if types is not None else []
-    if org is not None:
-        filt += " AND j.organization_id = %s"
-        params.append(org)
-    if stage is not None:
-        filt += " AND j.stage = %s"
-        params.append(stage)
-    base = ("SELECT count(*) FROM workflow.job_queue j WHERE j.status = 'QUEUED'"
-            " AND j.run_at <= now() + %s::interval" + filt)
-    lo = s.q(base, ["-1 second"] + params)[0][0]
-    hi = s.q(base, ["5 seconds"] + params)[0][0]
-    queued = {r[0] for r in s.q("SELECT id FROM workflow.job_queue WHERE status = 'QUEUED'")}
+            return IA
+    return None
+
+
+def claim_post(s, worker, types, batch, org, stage, completed=None):
+    """The check of a claim's rows, from the jobs as they are before the call.
+
+    The jobs it may take are those QUEUED before it and, after a completion
+    (complete_and_claim: completed is the job it completes), those the
+    completion released, which are due at once (their run_at is the call's
+    statement time, the completed job's finished_at).  Of those that match
+    the filters, a job is surely due when its run_at had passed before the
+    call and maybe due when it has passed after it (a second's margin
+    either way).  The rows must be distinct jobs it may take, due, matching
+    the filters, in claim order (priority DESC, run_at, id), RUNNING for
+    worker with the next attempt and a token, as the table now has them;
+    at most batch_size and at least the surely due up to batch_size, none
+    of which it may skip before the last row it returned.  Every job it did
+    not return stays QUEUED."""
+    pre = s.q("SELECT id, status::text, attempt, run_at <= now() - interval '1 second'"
+              " FROM workflow.job_queue")
+    known = {r[0] for r in pre}
+    queued = {r[0]: (r[2], r[3]) for r in pre if r[1] == "QUEUED"}
+
+    def matches(jt, jorg, jstage):
+        return ((types is None or jt in types[0]) and (org is None or jorg == org)
+                and (stage is None or jstage == stage))
 
     def post(out):
-        n = len(out.rows)
-        if not (min(batch, lo) <= n <= min(batch, hi)):
-            return "claimed %d jobs, expected %d..%d" % (n, min(batch, lo), min(batch, hi))
+        due_at = s.q("SELECT finished_at FROM workflow.job_queue WHERE id = %s",
+                     (completed,)) if completed is not None else []
+        now = {r[0]: r[1:] for r in s.q(
+            "SELECT j.id, j.status::text, j.lease_token, j.worker_id, j.attempt, j.job_type,"
+            " j.organization_id, j.stage, j.run_at <= now() + interval '1 second',"
+            " j.run_at <= %s::timestamptz,"
+            " row_number() OVER (ORDER BY j.priority DESC, j.run_at, j.id)"
+            " FROM workflow.job_queue j", (due_at[0][0] if due_at else None,))}
+        # id -> (attempt before, surely due) of the jobs the claim may take
+        takable = dict(queued)
+        if completed is not None:
+            takable.update({j: (0, bool(r[8])) for j, r in now.items() if j not in known})
+        eligible = {j for j in takable if j in now and matches(*now[j][4:7])}
+        surely = {j for j in eligible if takable[j][1]}
+        maybe = {j for j in eligible if now[j][7]}
+        ids = [r[0] for r in out.rows]
+        n = len(ids)
+        if len(set(ids)) != n:
+            return "claimed a job twice: %s" % short(ids)
+        if not (min(batch, len(surely)) <= n <= min(batch, len(maybe))):
+            return "claimed %d jobs, expected %d..%d" % (n, min(batch, len(surely)),
+                                                        min(batch, len(maybe)))
+        ranks = []
         for r in out.rows:
-            jid, token, status, jt, jorg, jstage, _, _, w, _ = r
-            if jid not in queued:
-                return "claimed job %s that was not QUEUED" % jid
-            if status != "RUNNING" or token is None or w != worker:
-                return "claimed row %r" % (r,)
+            jid, token, status, jt, jorg, jstage, _, _, w, attempt = r
+            if jid not in takable:
+                return "claimed job %s that was not QUEUED%s" % (
+                    jid, "" if completed is None else " nor released by the completion")
+            if status != "RUNNING" or token is None or w != worker \
+                    or attempt != takable[jid][0] + 1:
+                return "claimed row %r (attempt before: %d)" % (r, takable[jid][0])
             if types is not None and jt not in types[0]:
                 return "job_type %r outside the filter" % jt
             if org is not None and jorg != org:
                 return "organization outside the filter"
             if stage is not None and jstage != stage:
                 return "stage outside the filter"
+            if jid not in maybe:
+                return "claimed job %s that was not due" % jid
+            if now[jid][:3] != ("RUNNING", token, worker):
+                return "claimed job %s is %r in the table" % (jid, now[jid][:3])
+            ranks.append(now[jid][9])
+        if ranks != sorted(ranks):
+            return "rows out of claim order (priority DESC, run_at, id): %s" % short(ids)
+        last = ranks[-1] if ranks else 0
+        for j in sorted(surely - set(ids)):
+            if n < batch or now[j][9] < last:
+                return "left due job %s, which comes before what it claimed or fits" \
+                       " in the batch" % j
+        for j in takable:
+            if j not in ids and j in now and now[j][0] != "QUEUED":
+                return "job %s, not returned, is %s" % (j, now[j][0])
+        if any(j not in known for j in ids):
+            count_outcome("complete_and_claim: claimed a job its completion released")
         return None
-    return Expect("ok", post)
+    return post
+
+
+def model_claim(s, a):
+    worker, types, batch, org, stage = a
+    err = claim_args_error(worker, types, batch)
+    if err:
+        return Expect(err)
+    return Expect("ok", claim_post(s, worker, types, batch, org, stage))
 
 
 def worker_expect(fn, row, token, code=None, message=None, s=None):
@@ -919,19 +1010,67 @@ def model_release_job(s, a):
     return Expect(worker_expect("release_job", job_row(s, job), token))
 
 
-def model_complete_job(s, a):
-    job, token, output = a
+def completion_args_error(s, job, token, output):
+    """complete_job's argument checks (WfParseCompletion), also the first
+    of complete_and_claim's: job.invalid_argument, or None."""
     if job is None or token is None:
-        return Expect(IA)
+        return IA
     if output is not None and too_big(s, output):
-        return Expect(IA)
-    r = worker_expect("complete_job", job_row(s, job, output), token)
+        return IA
+    return None
+
+
+def completion_post(s, job, output):
+    """The check of a successful completion: the job is SUCCEEDED with the
+    output and keeps its token; an identical repeat (the job SUCCEEDED
+    before the call) changes nothing of it."""
+    def row():
+        return s.q("SELECT status::text, lease_token, finished_at::text, updated_at::text,"
+                   " output IS NOT DISTINCT FROM %s::jsonb FROM workflow.job_queue"
+                   " WHERE id = %s", (output, job))
+    before = row()
 
     def post(out):
-        st_ = s.q("SELECT status::text FROM workflow.job_queue WHERE id = %s", (job,))
-        if st_ != [("SUCCEEDED",)]:
-            return "job is %r after complete_job" % (st_,)
-    return Expect(r, post)
+        after = row()
+        if not after or after[0][0] != "SUCCEEDED" or not after[0][4]:
+            return "job is %r after the completion, not SUCCEEDED with the output" % (after,)
+        if before and after[0][1] != before[0][1]:
+            return "the completion changed the job's token"
+        if before and before[0][0] == "SUCCEEDED":
+            if after != before:
+                return "an identical repeat changed the job: %r, before %r" % (after, before)
+            count_outcome("completion: an identical repeat")
+        return None
+    return post
+
+
+def model_complete_job(s, a):
+    job, token, output = a
+    err = completion_args_error(s, job, token, output)
+    if err:
+        return Expect(err)
+    r = worker_expect("complete_job", job_row(s, job, output), token)
+    return Expect(r, completion_post(s, job, output) if r == "ok" else None)
+
+
+def model_complete_and_claim(s, a):
+    """complete_job's checks, then claim's; complete_job's errors, in its
+    order; on success the completion as complete_job's and the rows as a
+    claim's that sees the jobs the completion released.  A refused call
+    writes nothing (judge): the job stays as it was and nothing is claimed."""
+    job, token, output, worker, types, batch, org, stage = a
+    err = completion_args_error(s, job, token, output)
+    if err:
+        return Expect(err, why="complete_job's arguments")
+    err = claim_args_error(worker, types, batch)
+    if err:
+        return Expect(err, why="claim's arguments")
+    r = worker_expect("complete_job", job_row(s, job, output), token)
+    if r != "ok":
+        return Expect(r, why="complete_job's checks")
+    completed = completion_post(s, job, output)
+    claimed = claim_post(s, worker, types, batch, org, stage, completed=job)
+    return Expect("ok", lambda out: completed(out) or claimed(out))
 
 
 def model_fail_job(s, a):
@@ -1253,7 +1392,8 @@ def start_run_post(s, out, same_as, nsteps=None):
 
 MODELS = {
     "enqueue": model_enqueue, "claim": model_claim, "heartbeat": model_heartbeat,
-    "complete_job": model_complete_job, "fail_job": model_fail_job,
+    "complete_job": model_complete_job, "complete_and_claim": model_complete_and_claim,
+    "fail_job": model_fail_job,
     "release_job": model_release_job, "cancel_job": model_cancel_job,
     "reap_expired": model_reap, "complete_jobs": model_complete_jobs,
     "fail_jobs": model_fail_jobs, "complete_external_step": model_complete_external_step,
@@ -1344,8 +1484,7 @@ def build_sql(fn, n):
 def judge(s, fn, sql, params, out, expect):
     """Applies the contract to one call's outcome; raises a Violation."""
     what = describe(sql, params)
-    key = "%s %s" % (fn, "ok" if out.ok else out.code or out.sqlstate)
-    STATS["outcomes"][key] = STATS["outcomes"].get(key, 0) + 1
+    count_outcome("%s %s" % (fn, "ok" if out.ok else out.code or out.sqlstate))
     if out.crashed:
         raise violation("%s: connection lost" % fn, "%s -> %s" % (what, out))
     if not out.ok:
@@ -1381,10 +1520,16 @@ def judge(s, fn, sql, params, out, expect):
 
 def perform(s, action):
     fn = action["fn"]
-    specs = list(action["args"])
-    n = action.get("n", len(specs))
-    P = Pools(s)
-    params, values = resolve(fn, specs[:n], P)
+    if action.get("again"):
+        # the previous call again, with the arguments it was given
+        if s.last_call is None or s.last_call[0] != fn:
+            return None
+        _, n, params, values = s.last_call
+    else:
+        specs = list(action["args"])
+        n = action.get("n", len(specs))
+        params, values = resolve(fn, specs[:n], Pools(s))
+        s.last_call = (fn, n, params, values)
     full = list(values) + list(DEFAULTS.get(fn, [])[n:])
     if fn == "start_run":
         expect = model_start_run(s, full, action.get("validity"))
@@ -1407,10 +1552,10 @@ def action(fn, *args, n=None):
 @st.composite
 def trailing(draw, fn, args):
     """Sometimes omits trailing arguments that have defaults."""
-    required = {"enqueue": 1, "claim": 1, "complete_job": 2, "fail_job": 4,
-                "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4, "start_run": 1,
-                "complete_external_step": 3, "cancel_run": 1, "run_history": 1,
-                "run_graph": 1}.get(fn, len(args))
+    required = {"enqueue": 1, "claim": 1, "complete_job": 2, "complete_and_claim": 4,
+                "fail_job": 4, "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4,
+                "start_run": 1, "complete_external_step": 3, "cancel_run": 1,
+                "run_history": 1, "run_graph": 1}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
         n = draw(st.integers(required, len(args)))
@@ -1449,12 +1594,17 @@ def array_spec(elem, max_size=6):
 
 
 @st.composite
-def claim_action(draw):
+def claim_args(draw):
+    """claim's arguments: worker_id, job_types, batch_size, organization_id, stage."""
     types = draw(weighted((2, st.none()), (1, array_spec(often(job_type_spec), 4))))
-    args = [draw(often(st.just("w"), small_text, long_text)), types,
+    return [draw(often(st.just("w"), small_text, long_text)), types,
             draw(often(st.integers(1, 20), int4)), draw(org_ref),
             draw(weighted((3, st.none()), (1, st.just("s1")), (1, small_text)))]
-    return draw(trailing("claim", args))
+
+
+@st.composite
+def claim_action(draw):
+    return draw(trailing("claim", draw(claim_args())))
 
 
 # a claim that takes whatever is due, so that later calls find running jobs
@@ -1484,6 +1634,44 @@ def worker_action(draw):
     else:
         args = [job, draw(st.one_of(st.none(), text_spec))]
     return draw(trailing(fn, args))
+
+
+# claim's arguments: good ones, and ones with exactly one of claim's
+# argument errors
+good_claim_args = st.builds(
+    lambda types, n, org, stage: ["w", types, n, org, stage],
+    st.one_of(st.none(), st.lists(st.sampled_from(["fz.plain", "fz.b", "fz.c"]), min_size=1,
+                                  max_size=2).map(lambda t: ("arr", t, "1d"))),
+    st.integers(1, 10), st.sampled_from([None, None, "ORG"]), st.sampled_from([None, None, "s1"]))
+bad_claim_args = st.one_of(
+    st.just([None, None, 1, None, None]),
+    st.sampled_from([None, 0, -1, 1001, INT32_MAX, INT32_MIN]).map(
+        lambda n: ["w", None, n, None, None]),
+    st.sampled_from([("arr", [], "1d"), ("arr", [None], "1d"), ("arr", ["fz.plain", None], "lb0"),
+                     ("arr", ["fz.plain", "fz.b"], "2d")]).map(
+        lambda t: ["w", t, 1, None, None]))
+
+
+@st.composite
+def complete_and_claim_action(draw):
+    """complete_job's arguments, mostly of a RUNNING job (often a step's,
+    whose completion releases jobs the claim may take) and its token, then
+    claim's: good ones half the time, else as claim_action draws them or
+    with one of claim's argument errors."""
+    job = draw(weighted(
+        (3, st.tuples(st.sampled_from(["running", "running_step"]), st.integers(0, 63),
+                      st.uuids())),
+        (2, worker_job)))
+    claim = draw(weighted((2, good_claim_args), (1, claim_args()), (1, bad_claim_args)))
+    token = draw(weighted((4, st.tuples(st.just("own"), st.integers(0, 63), st.uuids())),
+                          (1, worker_token)))
+    args = [job, token, draw(output_arg)] + claim
+    return draw(trailing("complete_and_claim", args))
+
+
+# the same call twice: the second is an identical repeat of the first
+complete_and_claim_twice = complete_and_claim_action().map(
+    lambda a: [a, {"fn": "complete_and_claim", "again": True}])
 
 
 @st.composite
@@ -2185,6 +2373,7 @@ def run_actions(s, actions, reset_first=True):
     if reset_first:
         reset(s)
     STATS["examples"] += 1
+    s.last_call = None
     for a in actions:
         perform(s, a)
     check_verify(s, "the example")
@@ -2210,6 +2399,16 @@ def p_claim(actions):
 @given(st.lists(st.one_of(worker_action(), worker_action(), worker_action(), reap_action,
                           claim_any), min_size=1, max_size=6))
 def p_worker(actions):
+    run_actions(S, actions)
+
+
+@prop("complete_and_claim: complete_job's checks then claim's, repeats, released jobs", 120)
+@given(st.lists(st.one_of(complete_and_claim_action().map(lambda a: [a]),
+                          complete_and_claim_twice,
+                          st.one_of(worker_action(), claim_any, enqueue_action()).map(
+                              lambda a: [a])),
+                min_size=1, max_size=4).map(lambda groups: [a for g in groups for a in g]))
+def p_complete_and_claim(actions):
     run_actions(S, actions)
 
 
@@ -2305,7 +2504,8 @@ def p_read(actions):
     run_actions(S, actions)
 
 
-ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(), batch_action(),
+ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(),
+                        complete_and_claim_action(), batch_action(),
                         external_action(), cancel_run_action(), reap_action, claim_any,
                         random_start_run_action(), start_run_action(DEFAULT_LIMITS),
                         history_action(), graph_action())
@@ -2350,11 +2550,13 @@ def bad_string_action(draw):
                          "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
                          "-" + s, s[:8] + "-" + s[8:]]),
         st.sampled_from(["succeeded", "SUCCEEDED ", "DONE", "", "Succeeded", "WAITING"])))
-    fn = draw(st.sampled_from(["heartbeat", "complete_job", "release_job", "cancel_job",
-                               "cancel_run", "complete_external_step", "complete_external_step",
-                               "start_run", "enqueue", "claim", "run_history", "run_graph"]))
-    pos = {"heartbeat": [0, 1], "complete_job": [0, 1], "release_job": [0, 1],
-           "cancel_job": [0], "cancel_run": [0, 2], "complete_external_step": [0, 2, 7],
+    fn = draw(st.sampled_from(["heartbeat", "complete_job", "complete_and_claim", "release_job",
+                               "cancel_job", "cancel_run", "complete_external_step",
+                               "complete_external_step", "start_run", "enqueue", "claim",
+                               "run_history", "run_graph"]))
+    pos = {"heartbeat": [0, 1], "complete_job": [0, 1], "complete_and_claim": [0, 1, 6],
+           "release_job": [0, 1], "cancel_job": [0], "cancel_run": [0, 2],
+           "complete_external_step": [0, 2, 7],
            "start_run": [1], "enqueue": [6], "claim": [3], "run_history": [0, 1],
            "run_graph": [0, 2]}[fn]
     return {"fn": fn, "pos": draw(st.sampled_from(pos)), "text": text,
@@ -2376,6 +2578,8 @@ def bad_string_case(s, c):
     base = {
         "heartbeat": [FIX["running"], FIX["running_token"]],
         "complete_job": [FIX["running"], FIX["running_token"], None],
+        "complete_and_claim": [FIX["running"], FIX["running_token"], None, "w", None, 1, None,
+                               None],
         "release_job": [FIX["running"], FIX["running_token"]],
         "cancel_job": [FIX["queued"], None],
         "cancel_run": [FIX["run_main"], None, None],
@@ -2477,8 +2681,9 @@ def p_soak(actions):
 
 
 RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits",
-        "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_batch", "p_external",
-        "p_read", "p_cancel", "p_start_big", "p_low_limits", "p_soak"]
+        "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_complete_and_claim",
+        "p_batch", "p_external", "p_read", "p_cancel", "p_start_big", "p_low_limits",
+        "p_soak"]
 
 
 def null_sweep(s):
@@ -2492,6 +2697,8 @@ def null_sweep(s):
             "claim": ["w", "{fz.plain}", 5, None, None],
             "heartbeat": [f["running"], f["running_token"]],
             "complete_job": [f["running"], f["running_token"], '{"r": 1}'],
+            "complete_and_claim": [f["running"], f["running_token"], '{"r": 1}', "w",
+                                   "{fz.plain}", 5, None, None],
             "fail_job": [f["running"], f["running_token"], "E", "m", True],
             "release_job": [f["running"], f["running_token"]],
             "cancel_job": [f["queued"], "r"],
