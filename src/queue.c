@@ -4,9 +4,9 @@
  *	  The single-job calls of the job queue: enqueue, heartbeat,
  *	  complete_job, fail_job, release_job, cancel_job and lease expiry
  *	  (reap_expired); and the job state they share with claim.c and
- *	  batch.c, whose complete_and_claim runs complete_job's parsing and
- *	  completion from here.  The calls that leave a job due now report its
- *	  type to the wake-ups (notify.c).
+ *	  batch.c (claim.c's complete_and_claim runs complete_job's parsing
+ *	  and completion from here).  The calls that leave a job due now
+ *	  report its type to the wake-ups (notify.c).
  *
  * Locks: the named job row, FOR NO KEY UPDATE (NOWAIT in a transaction
  * that holds late locks), never one a confined caller may not see: such a
