@@ -3,7 +3,8 @@
 EXTENSION = workflow
 MODULE_big = workflow
 DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
-	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql
+	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql \
+	workflow--1.5--1.6.sql
 OBJS = \
 	src/workflow.o \
 	src/xact_state.o \
@@ -17,8 +18,12 @@ OBJS = \
 	src/definition.o \
 	src/run.o \
 	src/cascade.o \
+	src/waits.o \
 	src/status.o \
+	src/run_moves.o \
 	src/external.o \
+	src/events.o \
+	src/timers.o \
 	src/cancel.o \
 	src/triggers.o \
 	src/purge.o \

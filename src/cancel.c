@@ -8,7 +8,9 @@
  * shared), the live jobs again NOWAIT to catch jobs released meanwhile (a
  * job locked by someone else now means a worker is finishing it while
  * waiting for us: workflow.release_conflict), the live steps, then the
- * run's counter shards (if it has them) and the run row once, last.  No
+ * run's counter shards (if it has them) and the run row once, last.  Its
+ * sleeping steps and event waits are canceled with the rest, their timers
+ * cleared, so fire_timers finds nothing left of the run.  No
  * counter changes while the release lock is held exclusive, so the shards
  * are exact here.  The terminal check happens only under the release
  * lock.  Steps are canceled before jobs, so the job triggers find them
@@ -114,6 +116,7 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
 		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
+		" wake_at = NULL,"
 		" status_reason = '" WF_REASON_RUN_CANCELED "',"
 		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
 		" last_error_message = $2,"
@@ -121,7 +124,7 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
 		" history_gap = s.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.workflow_run_id" OP("=") "$1"
-		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
+		" AND s.status" OP("<>") "ALL ('{SUCCEEDED,FAILED,CANCELED}'::workflow.step_status[])"
 		" RETURNING s.workflow_run_id, s.step_key),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
@@ -263,6 +266,8 @@ CancelRun(PG_FUNCTION_ARGS)
 				(errcode(WF_SQLSTATE_WRONG_STATE),
 				 errmsg(WF_RUN_ALREADY_TERMINAL ": run %s is %s",
 						WfUuidString(run_id), status)));
+
+	WfCheckRunMove(run_id, status, "CANCELED", WF_CALL_CANCEL_RUN);
 
 	/* 4. jobs released while we waited */
 	njobs = RelockLiveJobs(run_id, &job_ids);

@@ -12,16 +12,19 @@
  *	   are locked in ascending id (NOWAIT for ids at or below the highest
  *	   dependent this transaction already holds, turned into
  *	   workflow.release_conflict), their counters updated, and those whose
- *	   last prerequisite finished are released (a job row, or waiting for
- *	   the outside) or canceled, which feeds the next level;
+ *	   last prerequisite finished are released (a job row, a wait for the
+ *	   outside or for an event, a sleep) or canceled, which feeds the next
+ *	   level, as do released steps that finish at once: a sleep whose wake
+ *	   time is past, an event step that finds its event sent (waits.c);
  *	3. the per-run counter changes, applied last (status.c).
  *
  * The caller holds its job rows and its own step rows already, so this is
  * the lock order (docs/reference.md, section 12).  Work is proportional to
  * the edges touched.  Dependents change state in one place,
- * UpdateDependentGroup: released (ENQUEUED with a new job, or
- * WAITING_FOR_EXTERNAL) or canceled, with their step_released or
- * step_canceled events written by the same statement (history.c).
+ * UpdateDependentGroup: released (ENQUEUED with a new job,
+ * WAITING_FOR_EXTERNAL, or SLEEPING with a wake time) or canceled, with
+ * their step_released, step_sleeping or step_canceled events written by
+ * the same statement (history.c).
  *
  * Collected steps are dropped with a rolled-back subtransaction and at the
  * end of the transaction, through the hooks this file registers with
@@ -63,7 +66,7 @@ typedef struct WfDependent
 								 * succeed */
 	/* read from its locked row */
 	WfOutcome	outcome;
-	bool		is_job;			/* a JOB step, not an EXTERNAL one */
+	WfStepKind	kind;
 	pg_uuid_t	run_id;
 	int16		shard;
 } WfDependent;
@@ -106,6 +109,10 @@ static void ApplyOutcomes(WfDependent *deps, int ndeps,
 static void UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done,
 								 int32 unsatisfied, WfOutcome outcome);
 static void InsertReleasedJobs(pg_uuid_t *ids, int n);
+static WfCounter ReleasedCounter(WfStepKind kind);
+static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
+								pg_uuid_t *events, int nevents,
+								WfTerminalStep *next, int nnext);
 
 /*
  * WfNoteStepTerminal records that a step just became terminal: its run's
@@ -482,7 +489,7 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 		int32		pending = WfResultInt32(i, 3);
 		int32		unsatisfied = WfResultInt32(i, 4);
 
-		deps[i].is_job = strcmp(WfResultText(i, 5), "JOB") == 0;
+		deps[i].kind = WfStepKindFromLabel(WfResultText(i, 5));
 		WfResultUuid(i, 6, &deps[i].run_id);
 		deps[i].shard = (int16) WfResultInt32(i, 7);
 		pending -= deps[i].done;
@@ -534,19 +541,66 @@ UpdateDependents(WfDependent *deps, int ndeps)
 	pfree(group_ids);
 }
 
+/* ReleasedCounter is the counter a released step of a kind counts in. */
+static WfCounter
+ReleasedCounter(WfStepKind kind)
+{
+	return (kind == WF_KIND_JOB || kind == WF_KIND_SLEEP) ?
+		WF_COUNT_ACTIVE : WF_COUNT_WAITING;
+}
+
+/*
+ * SettleReleasedWaits wakes the released sleep steps already due and
+ * lets the released event steps consume events already sent; the steps
+ * that succeed so move their counters and join next, from index nnext on.
+ * Returns the new length of next.
+ */
+static int
+SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps, pg_uuid_t *events,
+					int nevents, WfTerminalStep *next, int nnext)
+{
+	WfSettledStep *settled;
+	int			nsettled = 0;
+
+	settled = palloc(sizeof(WfSettledStep) * Max(nsleeps + nevents, 1));
+	if (nsleeps > 0)
+		nsettled += WfWakeDueSleeps(sleeps, nsleeps, settled);
+	if (nevents > 0)
+		nsettled += WfConsumeSentEvents(events, nevents, settled + nsettled);
+	for (int i = 0; i < nsettled; i++)
+	{
+		WfSettledStep *st = &settled[i];
+
+		WfRunDeltaAdd(&st->run_id, st->shard, st->from, -1);
+		WfRunDeltaAdd(&st->run_id, st->shard, WF_COUNT_SUCCEEDED, 1);
+		next[nnext].step_id = st->step_id;
+		next[nnext].run_id = st->run_id;
+		next[nnext].succeeded = true;
+		nnext++;
+	}
+	pfree(settled);
+	return nnext;
+}
+
 /*
  * ApplyOutcomes moves the counters of the released and canceled
- * dependents, creates the jobs of the released job steps, and returns the
- * canceled ones as the next level.
+ * dependents, creates the jobs of the released job steps, starts the
+ * released sleeps and event waits, and returns as the next level the
+ * canceled dependents and the released ones that finished at once.
  */
 static void
 ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 			  int *nnext)
 {
-	WfTerminalStep *canceled = palloc(sizeof(WfTerminalStep) * ndeps);
-	int			ncanceled = 0;
-	pg_uuid_t  *release_job_ids = palloc(sizeof(pg_uuid_t) * ndeps);
-	int			nrelease_jobs = 0;
+	WfTerminalStep *finished = palloc(sizeof(WfTerminalStep) * ndeps);
+	int			nfinished = 0;
+	pg_uuid_t  *released = palloc(sizeof(pg_uuid_t) * ndeps * 3);
+	pg_uuid_t  *release_jobs = released;
+	pg_uuid_t  *release_sleeps = released + ndeps;
+	pg_uuid_t  *release_events = released + 2 * ndeps;
+	int			njobs = 0;
+	int			nsleeps = 0;
+	int			nevents = 0;
 
 	for (int i = 0; i < ndeps; i++)
 	{
@@ -558,30 +612,35 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 				break;
 			case WF_OUTCOME_RELEASE:
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
-				if (dep->is_job)
-				{
-					WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_ACTIVE, 1);
-					release_job_ids[nrelease_jobs++] = dep->step_id;
-				}
-				else
-					WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_WAITING, 1);
+				WfRunDeltaAdd(&dep->run_id, dep->shard,
+							  ReleasedCounter(dep->kind), 1);
+				if (dep->kind == WF_KIND_JOB)
+					release_jobs[njobs++] = dep->step_id;
+				else if (dep->kind == WF_KIND_SLEEP)
+					release_sleeps[nsleeps++] = dep->step_id;
+				else if (dep->kind == WF_KIND_EVENT)
+					release_events[nevents++] = dep->step_id;
 				break;
 			case WF_OUTCOME_CANCEL:
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_CANCELED, 1);
-				canceled[ncanceled].step_id = dep->step_id;
-				canceled[ncanceled].run_id = dep->run_id;
-				canceled[ncanceled].succeeded = false;
-				ncanceled++;
+				finished[nfinished].step_id = dep->step_id;
+				finished[nfinished].run_id = dep->run_id;
+				finished[nfinished].succeeded = false;
+				nfinished++;
 				break;
 		}
 	}
-	if (nrelease_jobs > 0)
-		InsertReleasedJobs(release_job_ids, nrelease_jobs);
+	if (njobs > 0)
+		InsertReleasedJobs(release_jobs, njobs);
+	if (nsleeps > 0 || nevents > 0)
+		nfinished = SettleReleasedWaits(release_sleeps, nsleeps,
+										release_events, nevents,
+										finished, nfinished);
 
-	pfree(release_job_ids);
-	*next = canceled;
-	*nnext = ncanceled;
+	pfree(released);
+	*next = finished;
+	*nnext = nfinished;
 }
 
 /* UpdateDependentGroup applies one level's effect to a group of dependents. */
@@ -595,10 +654,19 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
 		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
 		" status = CASE"
-		"  WHEN $4" OP("=") "1 THEN CASE WHEN s.execution_kind" OP("=") "'JOB'"
-		"   THEN 'ENQUEUED' ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
+		"  WHEN $4" OP("=") "1 THEN CASE s.execution_kind::pg_catalog.text"
+		"   WHEN 'JOB' THEN 'ENQUEUED' WHEN 'SLEEP' THEN 'SLEEPING'"
+		"   ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
 		"  WHEN $4" OP("=") "2 THEN 'CANCELED'::workflow.step_status"
 		"  ELSE s.status END,"
+		" wake_at = CASE WHEN $4" OP("<>") "1 THEN s.wake_at"
+		"  WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP'"
+		"  THEN COALESCE(s.sleep_until, pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => s.sleep_seconds))"
+		"  WHEN s.execution_kind::pg_catalog.text" OP("=") "'EVENT'"
+		"  THEN pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => s.wait_timeout_seconds)"
+		"  ELSE s.wake_at END,"
 		" job_id = CASE WHEN $4" OP("=") "1 AND s.execution_kind" OP("=") "'JOB'"
 		"  THEN workflow.uuid_v7() ELSE s.job_id END,"
 		" released_at = CASE WHEN $4" OP("=") "1"
@@ -614,15 +682,20 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" history_gap = s.history_gap OR ($4" OP("<>") "0 AND NOT $5),"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.id" OP("=") "ANY ($1)"
-		" RETURNING s.workflow_run_id, s.step_key, s.job_id),"
+		" RETURNING s.workflow_run_id, s.step_key, s.job_id, s.status, s.wake_at),"
 		" e AS (" WF_INSERT_EVENTS
-		" SELECT u.workflow_run_id, u.step_key,"
-		"  CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
-		"  CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
-		"  \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
-		"  WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
-		"  ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END"
-		"  FROM u WHERE $5 AND $4" OP("<>") "0)"
+		" SELECT u.workflow_run_id, u.step_key, v.event_type, v.detail"
+		"  FROM u, LATERAL (VALUES"
+		"  (CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
+		"   CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
+		"   \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
+		"   WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
+		"   ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END),"
+		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', u.wake_at)))"
+		"  AS v(event_type, detail)"
+		"  WHERE $5 AND $4" OP("<>") "0"
+		"  AND (v.event_type" OP("<>") "'step_sleeping'"
+		"   OR u.status::pg_catalog.text" OP("=") "'SLEEPING'))"
 		" SELECT 1 FROM u";
 	static const Oid update_types[5] = {UUIDARRAYOID, INT4OID, INT4OID,
 	INT4OID, BOOLOID};
@@ -657,7 +730,9 @@ InsertReleasedJobs(pg_uuid_t *ids, int n)
 		" workflow_run_id, workflow_step_id, generation)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
 		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" pg_catalog.statement_timestamp(), s.workflow_run_id, s.id, 0"
+		" pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
+		"  secs => COALESCE(s.start_after_seconds, 0)),"
+		" s.workflow_run_id, s.id, 0"
 		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
 	static const Oid insert_types[1] = {UUIDARRAYOID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);

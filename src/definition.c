@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -44,6 +45,12 @@ static Datum JsonbValueDatum(JsonbValue *v);
 static void ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step,
 						 HTAB *keys);
 static void ParseStepKind(JsonbContainer *obj, WfStepDef *step);
+static void CheckKindKeys(JsonbContainer *obj, const WfStepDef *step);
+static void ParseJobType(JsonbContainer *obj, WfStepDef *step);
+static TimestampTz TimestampValue(JsonbValue *v, const char *what,
+								 const char *step);
+static void ParseSleep(JsonbContainer *obj, WfStepDef *step);
+static void ParseEvent(JsonbContainer *obj, WfStepDef *step);
 static void ParseStepOptions(JsonbContainer *obj, WfStepDef *step);
 static char *ParseDependency(JsonbValue *dv, int i, const WfStepDef *step,
 							 WfEdgeDef *edge);
@@ -207,7 +214,8 @@ ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
 {
 	static const char *const step_keys[] = {"key", "kind", "job_type",
 		"payload", "depends_on", "priority", "max_attempts",
-	"timeout_seconds", "stage", NULL};
+		"timeout_seconds", "stage", "start_after_seconds", "seconds", "until",
+	"event", "wait_timeout_seconds", NULL};
 	JsonbValue *v;
 	KeyEntry   *entry;
 	bool		found;
@@ -235,56 +243,217 @@ ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
 	entry->index = index;
 }
 
-/*
- * ParseStepKind reads the step's kind and its job_type, which a job step
- * needs and an external step must not have.
- */
+/* the labels of execution_kind, in WfStepKind's order */
+static const char *const kind_labels[] = {"JOB", "EXTERNAL", "SLEEP", "EVENT"};
+
+/* WfStepKindLabel returns the execution_kind label of a kind. */
+const char *
+WfStepKindLabel(WfStepKind kind)
+{
+	return kind_labels[kind];
+}
+
+/* WfStepKindFromLabel reads an execution_kind label. */
+WfStepKind
+WfStepKindFromLabel(const char *label)
+{
+	for (int k = 0; k < lengthof(kind_labels); k++)
+		if (strcmp(label, kind_labels[k]) == 0)
+			return (WfStepKind) k;
+	elog(ERROR, "unknown execution kind \"%s\"", label);
+	return WF_KIND_JOB;			/* keep compiler quiet */
+}
+
+/* ParseStepKind reads the step's kind: job (the default), external, sleep or event. */
 static void
 ParseStepKind(JsonbContainer *obj, WfStepDef *step)
 {
+	static const char *const kinds[] = {"job", "external", "sleep", "event"};
 	JsonbValue *v;
+	char	   *kind;
 
-	step->external = false;
+	step->kind = WF_KIND_JOB;
 	v = GetKey(obj, "kind");
-	if (v != NULL)
-	{
-		char	   *kind;
+	if (v == NULL)
+		return;
+	if (v->type != jbvString)
+		wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\" or \"event\", not %s",
+							  step->key, JsonTypeName(v));
+	kind = StringValue(v);
+	for (int k = 0; k < lengthof(kinds); k++)
+		if (strcmp(kind, kinds[k]) == 0)
+		{
+			step->kind = (WfStepKind) k;
+			return;
+		}
+	wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\" or \"event\", not \"%s\"",
+						  step->key, kind);
+}
 
-		if (v->type != jbvString)
-			wf_invalid_definition("step \"%s\": kind must be \"job\" or \"external\", not %s",
-								  step->key, JsonTypeName(v));
-		kind = StringValue(v);
-		if (strcmp(kind, "external") == 0)
-			step->external = true;
-		else if (strcmp(kind, "job") != 0)
-			wf_invalid_definition("step \"%s\": kind must be \"job\" or \"external\", not \"%s\"",
-								  step->key, kind);
+/*
+ * CheckKindKeys refuses the keys of other kinds: the job options on a
+ * sleep or event step, the timer keys on a step that has no timer.
+ */
+static void
+CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
+{
+	static const char *const job_only[] = {"job_type", "payload", "priority",
+	"max_attempts", "timeout_seconds", "stage", NULL};
+	static const char *const names[] = {"a job", "an external", "a sleep",
+	"an event"};
+	const char *const *refused[3] = {NULL, NULL, NULL};
+	static const char *const start_after[] = {"start_after_seconds", NULL};
+	static const char *const sleep_keys[] = {"seconds", "until", NULL};
+	static const char *const event_keys[] = {"event", "wait_timeout_seconds", NULL};
+
+	switch (step->kind)
+	{
+		case WF_KIND_JOB:
+			refused[0] = sleep_keys;
+			refused[1] = event_keys;
+			break;
+		case WF_KIND_EXTERNAL:
+			refused[0] = sleep_keys;
+			refused[1] = event_keys;
+			refused[2] = start_after;
+			break;
+		case WF_KIND_SLEEP:
+			refused[0] = job_only;
+			refused[1] = event_keys;
+			refused[2] = start_after;
+			break;
+		case WF_KIND_EVENT:
+			refused[0] = job_only;
+			refused[1] = sleep_keys;
+			refused[2] = start_after;
+			break;
 	}
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; refused[r] != NULL && refused[r][i] != NULL; i++)
+			if (GetKey(obj, refused[r][i]) != NULL)
+				wf_invalid_definition("step \"%s\": %s step takes no \"%s\"",
+									  step->key, names[step->kind],
+									  refused[r][i]);
+}
+
+/*
+ * ParseJobType reads the job_type, which a job step needs and an external
+ * step must not have.
+ */
+static void
+ParseJobType(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *v;
 
 	step->job_type = NULL;
 	v = GetKey(obj, "job_type");
-	if (step->external && v != NULL)
+	if (step->kind == WF_KIND_EXTERNAL && v != NULL)
 		wf_invalid_definition("step \"%s\": an external step has no job_type",
 							  step->key);
-	if (!step->external)
+	if (step->kind != WF_KIND_JOB)
+		return;
+	if (v == NULL)
+		wf_invalid_definition("step \"%s\": a job step needs a job_type",
+							  step->key);
+	if (v->type != jbvString || v->val.string.len == 0)
+		wf_invalid_definition("step \"%s\": job_type must be a non-empty string",
+							  step->key);
+	if (v->val.string.len > wf_max_job_type_bytes)
+		wf_invalid_definition("step \"%s\": job_type is %d bytes, more than workflow.max_job_type_bytes (%d)",
+							  step->key, v->val.string.len,
+							  wf_max_job_type_bytes);
+	step->job_type = StringValue(v);
+}
+
+/*
+ * TimestampValue reads a JSON string as a timestamptz, as timestamptz's
+ * input does (a value without a zone is in the session's TimeZone), but
+ * refuses what it cannot read, and infinity, with the definition's error.
+ */
+static TimestampTz
+TimestampValue(JsonbValue *v, const char *what, const char *step)
+{
+	char	   *str;
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	int			tz;
+	struct pg_tm tt;
+	fsec_t		fsec;
+	TimestampTz result;
+	int			dterr;
+
+	if (v->type != jbvString)
+		wf_invalid_definition("step \"%s\": %s must be a timestamp string, not %s",
+							  step, what, JsonTypeName(v));
+	str = StringValue(v);
+	dterr = strlen(str) >= MAXDATELEN ? DTERR_BAD_FORMAT :
+		ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
+					  MAXDATEFIELDS, &nf);
+	if (dterr == 0)
+		dterr = DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz);
+	if (dterr != 0 || dtype != DTK_DATE ||
+		tm2timestamp(&tt, fsec, &tz, &result) != 0 ||
+		!IS_VALID_TIMESTAMP(result))
+		wf_invalid_definition("step \"%s\": %s must be a finite timestamp with time zone, not \"%s\"",
+							  step, what, str);
+	return result;
+}
+
+/* ParseSleep reads a sleep step's seconds or until: exactly one. */
+static void
+ParseSleep(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *seconds = GetKey(obj, "seconds");
+	JsonbValue *until = GetKey(obj, "until");
+
+	if ((seconds == NULL) == (until == NULL))
+		wf_invalid_definition("step \"%s\": a sleep step needs exactly one of \"seconds\" and \"until\"",
+							  step->key);
+	if (seconds != NULL)
+		step->sleep_seconds = IntValue(seconds, 0, WF_MAX_WAIT_SECONDS,
+									   "seconds", step->key);
+	else
 	{
-		if (v == NULL)
-			wf_invalid_definition("step \"%s\": a job step needs a job_type",
-								  step->key);
-		if (v->type != jbvString || v->val.string.len == 0)
-			wf_invalid_definition("step \"%s\": job_type must be a non-empty string",
-								  step->key);
-		if (v->val.string.len > wf_max_job_type_bytes)
-			wf_invalid_definition("step \"%s\": job_type is %d bytes, more than workflow.max_job_type_bytes (%d)",
-								  step->key, v->val.string.len,
-								  wf_max_job_type_bytes);
-		step->job_type = StringValue(v);
+		step->sleep_until = TimestampValue(until, "until", step->key);
+		step->has_sleep_until = true;
 	}
 }
 
 /*
+ * ParseEvent reads an event step's event name (its key by default) and
+ * its optional wait_timeout_seconds.
+ */
+static void
+ParseEvent(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *v = GetKey(obj, "event");
+
+	step->event_name = step->key;
+	if (v != NULL)
+	{
+		if (v->type != jbvString || v->val.string.len == 0)
+			wf_invalid_definition("step \"%s\": event must be a non-empty string",
+								  step->key);
+		if (v->val.string.len > wf_max_job_type_bytes)
+			wf_invalid_definition("step \"%s\": event is %d bytes, more than workflow.max_job_type_bytes (%d)",
+								  step->key, v->val.string.len,
+								  wf_max_job_type_bytes);
+		step->event_name = StringValue(v);
+	}
+	v = GetKey(obj, "wait_timeout_seconds");
+	if (v != NULL)
+		step->wait_timeout_seconds = IntValue(v, 1, WF_MAX_WAIT_SECONDS,
+											  "wait_timeout_seconds",
+											  step->key);
+}
+
+/*
  * ParseStepOptions reads the step's payload, priority, max_attempts,
- * timeout_seconds and stage, with their defaults.
+ * timeout_seconds, start_after_seconds and stage, with their defaults
+ * (CheckKindKeys refused them on the kinds that have no job).
  */
 static void
 ParseStepOptions(JsonbContainer *obj, WfStepDef *step)
@@ -314,6 +483,10 @@ ParseStepOptions(JsonbContainer *obj, WfStepDef *step)
 	v = GetKey(obj, "timeout_seconds");
 	step->timeout_seconds = v ? IntValue(v, 1, PG_INT32_MAX,
 										 "timeout_seconds", step->key) : 300;
+	v = GetKey(obj, "start_after_seconds");
+	if (v != NULL)
+		step->start_after_seconds = IntValue(v, 0, WF_MAX_WAIT_SECONDS,
+											 "start_after_seconds", step->key);
 	step->stage = NULL;
 	v = GetKey(obj, "stage");
 	if (v != NULL && v->type != jbvNull)
@@ -427,6 +600,15 @@ ParseStep(JsonbValue *sv, int index, WfStepDef *step, WfDefinition *def,
 
 	ParseStepKey(obj, index, step, keys);
 	ParseStepKind(obj, step);
+	ParseJobType(obj, step);
+	CheckKindKeys(obj, step);
+	step->sleep_seconds = -1;
+	step->wait_timeout_seconds = -1;
+	step->start_after_seconds = -1;
+	if (step->kind == WF_KIND_SLEEP)
+		ParseSleep(obj, step);
+	else if (step->kind == WF_KIND_EVENT)
+		ParseEvent(obj, step);
 	ParseStepOptions(obj, step);
 	ParseDependsOn(obj, index, step, def, max_edges_seen);
 }

@@ -34,6 +34,7 @@
 #define WF_JOB_CANCELED					"job.canceled"
 #define WF_JOB_NOT_RUNNING				"job.not_running"
 #define WF_VERSION_MISMATCH				"workflow.version_mismatch"
+#define WF_INVALID_RUN_TRANSITION		"workflow.invalid_run_transition"
 
 /* conflict: 23505 */
 #define WF_SQLSTATE_CONFLICT			ERRCODE_UNIQUE_VIOLATION
@@ -41,6 +42,7 @@
 #define WF_EXT_CONFLICT					"workflow.external_completion_conflict"
 #define WF_EXT_OUTPUT_CONFLICT			"workflow.external_completion_output_conflict"
 #define WF_EXT_METADATA_CONFLICT		"workflow.external_completion_metadata_conflict"
+#define WF_EVENT_CONFLICT				"workflow.event_conflict"
 
 /* retry me: 40001 */
 #define WF_SQLSTATE_RETRY				ERRCODE_T_R_SERIALIZATION_FAILURE
@@ -63,6 +65,7 @@
 #define WF_REASON_DEPENDENCY_UNSATISFIED	"workflow.dependency_unsatisfied"
 #define WF_REASON_RUN_CANCELED				"workflow.run_canceled"
 #define WF_REASON_LEASE_EXPIRED				"job.lease_expired"
+#define WF_REASON_EVENT_TIMEOUT				"workflow.event_timeout"
 
 /*
  * wf_error raises a coded error: the code is glued to the front of the

@@ -16,9 +16,7 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
-#include "access/htup_details.h"
 #include "catalog/pg_type.h"
-#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -42,7 +40,6 @@ typedef struct ExternalCompletion
 } ExternalCompletion;
 
 static int	StepColumn(const char *name);
-static Datum StepResult(FunctionCallInfo fcinfo);
 static char *OptionalText(FunctionCallInfo fcinfo, int n);
 static void LockExternalStep(const ExternalCompletion *c);
 static void CheckCompletion(const ExternalCompletion *c);
@@ -50,11 +47,7 @@ static void CheckRepeat(const ExternalCompletion *c, const char *step_status);
 static void CompleteStep(const ExternalCompletion *c,
 						 const pg_uuid_t *step_id);
 
-/*
- * StepColumn finds a column of the workflow_steps row (SELECT s.*) by
- * name: the statements name no positions, so the order of the table's
- * columns does not matter.
- */
+/* StepColumn finds a column of the step row (SELECT s.*) by name. */
 static int
 StepColumn(const char *name)
 {
@@ -63,44 +56,6 @@ StepColumn(const char *name)
 	if (attnum <= 0)
 		elog(ERROR, "workflow_steps has no column \"%s\"", name);
 	return attnum;
-}
-
-/*
- * StepResult returns the workflow_steps row of the last SPI result as the
- * function's result: a tuple of the declared result type, built column by
- * column by name, NULL where the type has a dropped column.  The SPI row
- * has the table's columns in their logical order, which is not the type's
- * layout once a column was dropped.  The tuple is copied to the caller's
- * memory, so it outlives SPI_finish.
- */
-static Datum
-StepResult(FunctionCallInfo fcinfo)
-{
-	TupleDesc	desc;
-	Datum	   *values;
-	bool	   *nulls;
-
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "complete_external_step must return a row type");
-	values = palloc(sizeof(Datum) * desc->natts);
-	nulls = palloc(sizeof(bool) * desc->natts);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		int			col;
-
-		values[i] = (Datum) 0;
-		nulls[i] = true;
-		if (att->attisdropped)
-			continue;
-		col = StepColumn(NameStr(att->attname));
-		if (SPI_gettypeid(SPI_tuptable->tupdesc, col) != att->atttypid)
-			elog(ERROR, "workflow_steps column \"%s\" is not of the result's type",
-				 NameStr(att->attname));
-		values[i] = WfResultDatum(0, col, &nulls[i]);
-	}
-	return PointerGetDatum(SPI_returntuple(heap_form_tuple(desc, values, nulls),
-										   desc));
 }
 
 /* OptionalText returns a text argument as a C string, or NULL. */
@@ -153,10 +108,18 @@ CheckCompletion(const ExternalCompletion *c)
 {
 	bool		isnull;
 
-	if (strcmp(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"), &isnull)),
-			   "EXTERNAL") != 0)
+	static const char *const completed_by[] = {
+		[WF_KIND_JOB] = "a job step; its job completes it",
+		[WF_KIND_SLEEP] = "a sleep step; fire_timers wakes it",
+		[WF_KIND_EVENT] = "an event step; send_event completes it",
+	};
+	WfStepKind	kind;
+
+	kind = WfStepKindFromLabel(WfEnumLabel(WfResultDatum(0, StepColumn("execution_kind"),
+														 &isnull)));
+	if (kind != WF_KIND_EXTERNAL)
 		wf_error(WF_SQLSTATE_WRONG_STATE, WF_EXT_STEP_NOT_EXTERNAL,
-				 "step \"%s\" is a job step; its job completes it", c->step_key);
+				 "step \"%s\" is %s", c->step_key, completed_by[kind]);
 	if (!WF_TERMINAL_STATUS(c->status))
 		wf_error(WF_SQLSTATE_BAD_INPUT, WF_EXT_INVALID_STATUS,
 				 "status must be SUCCEEDED, FAILED or CANCELED, not %s", c->status);
@@ -301,7 +264,7 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 	if (WfResultBool(0, StepColumn("completed_externally")))
 	{
 		CheckRepeat(&c, step_status);
-		result = StepResult(fcinfo);
+		result = WfResultAsRow(fcinfo, "workflow_steps");
 		SPI_finish();
 		PG_RETURN_DATUM(result);
 	}
@@ -317,7 +280,7 @@ CompleteExternalStep(PG_FUNCTION_ARGS)
 	}
 
 	CompleteStep(&c, &step_id);
-	result = StepResult(fcinfo);
+	result = WfResultAsRow(fcinfo, "workflow_steps");
 
 	WfNoteStepTerminal(c.run_id, shard, &step_id, c.status, WF_COUNT_WAITING);
 	WfFinishPending();

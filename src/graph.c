@@ -49,7 +49,7 @@ typedef struct StatusStyle
 
 /*
  * One colour per status: grey while blocked, blues while queued and
- * running, amber while waiting for the outside world, green, red and a
+ * running, lilac while sleeping, amber while waiting for the outside world, green, red and a
  * darker grey at the end.  A status not listed here (a later version's)
  * is drawn white.
  */
@@ -57,6 +57,7 @@ static const StatusStyle status_styles[] = {
 	{"BLOCKED", "blocked", "#eeeeee", "#9e9e9e"},
 	{"ENQUEUED", "enqueued", "#cfe2ff", "#6c8ebf"},
 	{"RUNNING", "running", "#8bb9fe", "#3d6fb4"},
+	{"SLEEPING", "sleeping", "#e2d9f3", "#6f42c1"},
 	{"WAITING_FOR_EXTERNAL", "waiting_for_external", "#ffe69c", "#b7950b"},
 	{"SUCCEEDED", "succeeded", "#a3cfbb", "#2e7d57"},
 	{"FAILED", "failed", "#f1aeb5", "#b02a37"},

@@ -11,6 +11,7 @@
  * would have waited.
  *
  * Locks: the release lock of the runs it is asked for, nothing else.
+ * WfTryLockRunsShared tries several at once, for the sweeps.
  *
  *-------------------------------------------------------------------------
  */
@@ -91,4 +92,45 @@ WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive)
 	if (!LockRelease(&tag, exclusive ? ExclusiveLock : ShareLock, false))
 		elog(ERROR, "the release lock of run %s is not held",
 			 WfUuidString(run_id));
+}
+
+/*
+ * WfTryLockRunsShared tries the release lock of each distinct run among
+ * runs[0 .. n-1] (those with has_run), once, shared, in ascending run id,
+ * and returns per entry whether its run's lock was got.  It never waits:
+ * the sweeps (reap_expired, fire_timers) skip busy runs and come back.
+ */
+bool *
+WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run, uint64 n)
+{
+	pg_uuid_t  *sorted = palloc(sizeof(pg_uuid_t) * Max(n, 1));
+	bool	   *sorted_ok;
+	bool	   *ok = palloc0(sizeof(bool) * Max(n, 1));
+	int			nruns = 0;
+
+	for (uint64 i = 0; i < n; i++)
+		if (has_run[i])
+			sorted[nruns++] = runs[i];
+	qsort(sorted, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	sorted_ok = palloc(sizeof(bool) * Max(nruns, 1));
+	for (int i = 0; i < nruns; i++)
+	{
+		if (i > 0 && WfUuidCompare(&sorted[i], &sorted[i - 1]) == 0)
+			sorted_ok[i] = sorted_ok[i - 1];
+		else
+			sorted_ok[i] = WfLockRunRelease(&sorted[i], false, false);
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		pg_uuid_t  *found;
+
+		if (!has_run[i])
+			continue;
+		found = bsearch(&runs[i], sorted, nruns, sizeof(pg_uuid_t),
+						WfUuidCmpQsort);
+		ok[i] = sorted_ok[found - sorted];
+	}
+	pfree(sorted);
+	pfree(sorted_ok);
+	return ok;
 }

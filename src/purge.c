@@ -4,8 +4,9 @@
  *	  purge: deletion of finished runs and finished plain jobs, in bounded
  *	  batches, oldest first.
  *
- * A finished run goes with its steps, its edges, its jobs and its events
- * (the history), all in the caller's transaction, so a run is deleted
+ * A finished run goes with its steps, its edges, its jobs, its events
+ * (the history) and its inbox (the events sent to it), all in the caller's
+ * transaction, so a run is deleted
  * whole or not at all.  Plain jobs go on their own.  One call deletes at most batch_size runs and at
  * most batch_size plain jobs; a scheduler calls it, one transaction per
  * call, until it returns 0.
@@ -258,6 +259,10 @@ DeleteRun(const pg_uuid_t *run_id)
 	static const char *events_sql =
 		"DELETE FROM workflow.workflow_events e"
 		" WHERE e.workflow_run_id" OP("=") "$1";
+	static SPIPlanPtr inbox_plan = NULL;
+	static const char *inbox_sql =
+		"DELETE FROM workflow.event_inbox i"
+		" WHERE i.workflow_run_id" OP("=") "$1";
 	static SPIPlanPtr run_plan = NULL;
 	static const char *run_sql =
 		"DELETE FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
@@ -270,6 +275,7 @@ DeleteRun(const pg_uuid_t *run_id)
 	WfExecute(&steps_plan, steps_sql, 1, types, values, NULL, false, 0);
 	WfExecute(&counters_plan, counters_sql, 1, types, values, NULL, false, 0);
 	WfExecuteAsEngine(&events_plan, events_sql, 1, types, values, NULL);
+	WfExecute(&inbox_plan, inbox_sql, 1, types, values, NULL, false, 0);
 	WfExecute(&run_plan, run_sql, 1, types, values, NULL, false, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "purge: run %s vanished while its row was locked",

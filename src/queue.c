@@ -734,38 +734,14 @@ static int
 ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
 			   const bool *has_run, Datum **chosen)
 {
-	pg_uuid_t  *sorted_runs = palloc(sizeof(pg_uuid_t) * n);
-	int			nruns = 0;
-	bool	   *run_ok;
+	bool	   *run_ok = WfTryLockRunsShared(runs, has_run, n);
 	int			nchosen = 0;
-
-	for (uint64 i = 0; i < n; i++)
-		if (has_run[i])
-			sorted_runs[nruns++] = runs[i];
-
-	qsort(sorted_runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
-	run_ok = palloc(sizeof(bool) * Max(nruns, 1));
-	for (int i = 0; i < nruns; i++)
-	{
-		if (i > 0 && WfUuidCompare(&sorted_runs[i], &sorted_runs[i - 1]) == 0)
-			run_ok[i] = run_ok[i - 1];
-		else
-			run_ok[i] = WfLockRunRelease(&sorted_runs[i], false, false);
-	}
 
 	*chosen = palloc(sizeof(Datum) * n);
 	for (uint64 i = 0; i < n; i++)
-	{
-		if (has_run[i])
-		{
-			pg_uuid_t  *found = bsearch(&runs[i], sorted_runs, nruns,
-										sizeof(pg_uuid_t), WfUuidCmpQsort);
-
-			if (!run_ok[found - sorted_runs])
-				continue;
-		}
-		(*chosen)[nchosen++] = UUIDPGetDatum(&ids[i]);
-	}
+		if (!has_run[i] || run_ok[i])
+			(*chosen)[nchosen++] = UUIDPGetDatum(&ids[i]);
+	pfree(run_ok);
 	return nchosen;
 }
 

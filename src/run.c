@@ -6,8 +6,10 @@
  * Once definition.c has validated the whole definition, one INSERT each
  * writes the run, its steps, its counter shards, its edges and the jobs of
  * its root steps, with the run counters already right; the run's
- * run_started and its root steps' step_released events are written by the
- * same statements (history.c).  A run whose
+ * run_started and its root steps' step_released (and step_sleeping)
+ * events are written by the same statements (history.c).  Root sleep
+ * steps whose wake time is already past are woken before start_run
+ * returns, and their dependents released (waits.c, cascade.c).  A run whose
  * idempotency key is taken is not written: the first run's id comes back
  * when its definition is the same.
  *
@@ -60,11 +62,23 @@ typedef struct NewRun
 	bool	   *job_id_nulls;
 	Datum	   *deps;
 	Datum	   *step_shards;
+	Datum	   *event_names;
+	bool	   *event_name_nulls;
+	Datum	   *sleep_seconds;
+	bool	   *sleep_seconds_nulls;
+	Datum	   *sleep_untils;
+	bool	   *sleep_until_nulls;
+	Datum	   *wait_timeouts;
+	bool	   *wait_timeout_nulls;
+	Datum	   *start_afters;
+	bool	   *start_after_nulls;
 
 	/* the root job steps, whose jobs are written with the run */
 	Datum	   *root_steps;
 	int			nroot_jobs;
-	int			nroot_external;
+	int			nroot_waiting;	/* external and event steps */
+	pg_uuid_t  *root_sleeps;
+	int			nroot_sleeps;
 
 	/* active, waiting, blocked: on the run row, and per shard 1.. */
 	int32		run_count[3];
@@ -72,6 +86,8 @@ typedef struct NewRun
 } NewRun;
 
 static Datum TextOrNull(const char *s, bool *isnull);
+static Datum Int32OrNull(int32 v, bool *isnull);
+static void NewWaitColumns(NewRun *run, int i);
 static void NewStepColumns(NewRun *run);
 static void CountStartingSteps(NewRun *run);
 static bool InsertRunRow(NewRun *run);
@@ -80,6 +96,7 @@ static void InsertSteps(NewRun *run);
 static void InsertCounterShards(NewRun *run);
 static void InsertEdges(NewRun *run);
 static void InsertRootJobs(NewRun *run);
+static void WakeRootSleeps(NewRun *run);
 static void InsertRun(WfDefinition *def, Jsonb *definition,
 					  pg_uuid_t *run_id, Datum org, bool org_null,
 					  Datum idem, bool idem_null);
@@ -92,11 +109,36 @@ TextOrNull(const char *s, bool *isnull)
 	return s ? CStringGetTextDatum(s) : (Datum) 0;
 }
 
+/* Int32OrNull returns v as an int4 Datum, or a null for a negative v. */
+static Datum
+Int32OrNull(int32 v, bool *isnull)
+{
+	*isnull = (v < 0);
+	return Int32GetDatum(v);
+}
+
+/* NewWaitColumns fills step i's sleep, event and delay columns. */
+static void
+NewWaitColumns(NewRun *run, int i)
+{
+	WfStepDef  *s = &run->def->steps[i];
+
+	run->event_names[i] = TextOrNull(s->event_name, &run->event_name_nulls[i]);
+	run->sleep_seconds[i] = Int32OrNull(s->sleep_seconds,
+										&run->sleep_seconds_nulls[i]);
+	run->sleep_untils[i] = TimestampTzGetDatum(s->sleep_until);
+	run->sleep_until_nulls[i] = !s->has_sleep_until;
+	run->wait_timeouts[i] = Int32OrNull(s->wait_timeout_seconds,
+										&run->wait_timeout_nulls[i]);
+	run->start_afters[i] = Int32OrNull(s->start_after_seconds,
+									   &run->start_after_nulls[i]);
+}
+
 /*
  * NewStepColumns gives every step and every root job step's job a new id,
  * and fills the columns of the steps: a step with prerequisites starts
- * BLOCKED, a root external step WAITING_FOR_EXTERNAL, a root job step
- * ENQUEUED with its job.
+ * BLOCKED, a root external or event step WAITING_FOR_EXTERNAL, a root
+ * sleep step SLEEPING, a root job step ENQUEUED with its job.
  */
 static void
 NewStepColumns(NewRun *run)
@@ -106,8 +148,7 @@ NewStepColumns(NewRun *run)
 	Datum		status_blocked = CStringGetTextDatum("BLOCKED");
 	Datum		status_enqueued = CStringGetTextDatum("ENQUEUED");
 	Datum		status_waiting = CStringGetTextDatum("WAITING_FOR_EXTERNAL");
-	Datum		kind_job = CStringGetTextDatum("JOB");
-	Datum		kind_external = CStringGetTextDatum("EXTERNAL");
+	Datum		status_sleeping = CStringGetTextDatum("SLEEPING");
 
 	run->ids = palloc(sizeof(Datum) * n);
 	run->keys = palloc(sizeof(Datum) * n);
@@ -126,8 +167,20 @@ NewStepColumns(NewRun *run)
 	run->deps = palloc(sizeof(Datum) * n);
 	run->root_steps = palloc(sizeof(Datum) * n);
 	run->step_shards = palloc(sizeof(Datum) * n);
+	run->event_names = palloc(sizeof(Datum) * n);
+	run->event_name_nulls = palloc(sizeof(bool) * n);
+	run->sleep_seconds = palloc(sizeof(Datum) * n);
+	run->sleep_seconds_nulls = palloc(sizeof(bool) * n);
+	run->sleep_untils = palloc(sizeof(Datum) * n);
+	run->sleep_until_nulls = palloc(sizeof(bool) * n);
+	run->wait_timeouts = palloc(sizeof(Datum) * n);
+	run->wait_timeout_nulls = palloc(sizeof(bool) * n);
+	run->start_afters = palloc(sizeof(Datum) * n);
+	run->start_after_nulls = palloc(sizeof(bool) * n);
+	run->root_sleeps = palloc(sizeof(pg_uuid_t) * n);
 	run->nroot_jobs = 0;
-	run->nroot_external = 0;
+	run->nroot_waiting = 0;
+	run->nroot_sleeps = 0;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -136,7 +189,7 @@ NewStepColumns(NewRun *run)
 		WfNewUuidV7(&s->id);
 		run->ids[i] = UUIDPGetDatum(&s->id);
 		run->keys[i] = CStringGetTextDatum(s->key);
-		run->kinds[i] = s->external ? kind_external : kind_job;
+		run->kinds[i] = CStringGetTextDatum(WfStepKindLabel(s->kind));
 		run->job_types[i] = TextOrNull(s->job_type, &run->job_type_nulls[i]);
 		run->payloads[i] = s->payload;
 		run->priorities[i] = Int32GetDatum(s->priority);
@@ -147,12 +200,18 @@ NewStepColumns(NewRun *run)
 		run->job_id_nulls[i] = true;
 		run->job_ids[i] = (Datum) 0;
 		run->step_shards[i] = Int16GetDatum(s->counter_shard);
+		NewWaitColumns(run, i);
 		if (s->nedges > 0)
 			run->statuses[i] = status_blocked;
-		else if (s->external)
+		else if (s->kind == WF_KIND_EXTERNAL || s->kind == WF_KIND_EVENT)
 		{
 			run->statuses[i] = status_waiting;
-			run->nroot_external++;
+			run->nroot_waiting++;
+		}
+		else if (s->kind == WF_KIND_SLEEP)
+		{
+			run->statuses[i] = status_sleeping;
+			run->root_sleeps[run->nroot_sleeps++] = s->id;
 		}
 		else
 		{
@@ -177,9 +236,9 @@ CountStartingSteps(NewRun *run)
 	int			n = def->nsteps;
 	int			nshards = def->counter_shards;
 
-	run->run_count[0] = run->nroot_jobs;
-	run->run_count[1] = run->nroot_external;
-	run->run_count[2] = n - run->nroot_jobs - run->nroot_external;
+	run->run_count[0] = run->nroot_jobs + run->nroot_sleeps;
+	run->run_count[1] = run->nroot_waiting;
+	run->run_count[2] = n - run->run_count[0] - run->run_count[1];
 	for (int c = 0; c < 3; c++)
 		run->shard_count[c] = NULL;
 	if (nshards == 0)
@@ -190,7 +249,8 @@ CountStartingSteps(NewRun *run)
 	for (int i = 0; i < n; i++)
 	{
 		WfStepDef  *s = &def->steps[i];
-		int			c = s->nedges > 0 ? 2 : s->external ? 1 : 0;
+		int			c = s->nedges > 0 ? 2 :
+			(s->kind == WF_KIND_EXTERNAL || s->kind == WF_KIND_EVENT) ? 1 : 0;
 
 		run->shard_count[c][s->counter_shard]++;
 	}
@@ -236,6 +296,7 @@ InsertRunRow(NewRun *run)
 
 	run_status = WfComputeRunStatus(run->run_count[0], run->run_count[1],
 									run->run_count[2], 0, 0);
+	WfCheckRunMove(run->id, NULL, run_status, WF_CALL_START_RUN);
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
 	values[1] = run->org;
@@ -304,7 +365,10 @@ FindIdempotentRun(NewRun *run)
 	WfResultUuid(0, 1, run->id);
 }
 
-/* InsertSteps writes every step of the run in one statement. */
+/*
+ * InsertSteps writes every step of the run in one statement, with the
+ * wake time of a root sleep step, or of a root event step's timeout.
+ */
 static void
 InsertSteps(NewRun *run)
 {
@@ -314,12 +378,21 @@ InsertSteps(NewRun *run)
 		" step_key, execution_kind, job_type, organization_id, payload,"
 		" priority, max_attempts, timeout_seconds, stage, status, job_id,"
 		" released_at, dependency_count_total, dependency_count_pending,"
-		" counter_shard, history_gap)"
+		" counter_shard, history_gap, event_name, sleep_seconds, sleep_until,"
+		" wait_timeout_seconds, start_after_seconds, wake_at)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
 		" CASE WHEN u.status" OP("<>") "'BLOCKED' THEN pg_catalog.statement_timestamp() END,"
-		" u.deps, u.deps, u.shard, u.status" OP("<>") "'BLOCKED' AND NOT $16"
+		" u.deps, u.deps, u.shard, u.status" OP("<>") "'BLOCKED' AND NOT $16,"
+		" u.event_name, u.sleep_seconds, u.sleep_until, u.wait_timeout,"
+		" u.start_after,"
+		" CASE WHEN u.status" OP("=") "'SLEEPING'"
+		"  THEN COALESCE(u.sleep_until, pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => u.sleep_seconds))"
+		"  WHEN u.status" OP("=") "'WAITING_FOR_EXTERNAL'"
+		"  THEN pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => u.wait_timeout) END"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -332,22 +405,34 @@ InsertSteps(NewRun *run)
 		" pg_catalog.unnest($12::pg_catalog.text[]),"
 		" pg_catalog.unnest($13::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($14::pg_catalog.int4[]),"
-		" pg_catalog.unnest($15::pg_catalog.int2[]))"
+		" pg_catalog.unnest($15::pg_catalog.int2[]),"
+		" pg_catalog.unnest($17::pg_catalog.text[]),"
+		" pg_catalog.unnest($18::pg_catalog.int4[]),"
+		" pg_catalog.unnest($19::pg_catalog.timestamptz[]),"
+		" pg_catalog.unnest($20::pg_catalog.int4[]),"
+		" pg_catalog.unnest($21::pg_catalog.int4[]))"
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
-		" timeout_seconds, stage, status, job_id, deps, shard)"
-		" RETURNING workflow_run_id, step_key, status, job_id)"
+		" timeout_seconds, stage, status, job_id, deps, shard, event_name,"
+		" sleep_seconds, sleep_until, wait_timeout, start_after)"
+		" RETURNING workflow_run_id, step_key, status, job_id, wake_at)"
 		" " WF_INSERT_EVENTS
-		" SELECT s.workflow_run_id, s.step_key, 'step_released',"
+		" SELECT s.workflow_run_id, s.step_key, v.event_type, v.detail"
+		" FROM s, LATERAL (VALUES ('step_released',"
 		"  CASE WHEN s.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
-		"  ELSE pg_catalog.jsonb_build_object('job_id', s.job_id) END"
-		" FROM s WHERE $16 AND s.status" OP("<>") "'BLOCKED'";
-	static const Oid steps_types[16] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+		"  ELSE pg_catalog.jsonb_build_object('job_id', s.job_id) END),"
+		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', s.wake_at)))"
+		"  AS v(event_type, detail)"
+		" WHERE $16 AND s.status" OP("<>") "'BLOCKED'"
+		" AND (v.event_type" OP("<>") "'step_sleeping'"
+		"  OR s.status::pg_catalog.text" OP("=") "'SLEEPING')";
+	static const Oid steps_types[21] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
-	INT4ARRAYOID, INT2ARRAYOID, BOOLOID};
+		INT4ARRAYOID, INT2ARRAYOID, BOOLOID, TEXTARRAYOID, INT4ARRAYOID,
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 	int			n = run->def->nsteps;
-	Datum		values[16];
-	char		nulls[16];
+	Datum		values[21];
+	char		nulls[21];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -367,7 +452,16 @@ InsertSteps(NewRun *run)
 	values[13] = WfArray(run->deps, NULL, n, INT4OID);
 	values[14] = WfArray(run->step_shards, NULL, n, INT2OID);
 	values[15] = BoolGetDatum(WfHistoryRecordsSteps());
-	WfExecute(&steps_plan, steps_sql, 16, steps_types, values, nulls, false, 0);
+	values[16] = WfArray(run->event_names, run->event_name_nulls, n, TEXTOID);
+	values[17] = WfArray(run->sleep_seconds, run->sleep_seconds_nulls, n,
+						 INT4OID);
+	values[18] = WfArray(run->sleep_untils, run->sleep_until_nulls, n,
+						 TIMESTAMPTZOID);
+	values[19] = WfArray(run->wait_timeouts, run->wait_timeout_nulls, n,
+						 INT4OID);
+	values[20] = WfArray(run->start_afters, run->start_after_nulls, n,
+						 INT4OID);
+	WfExecute(&steps_plan, steps_sql, 21, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */
@@ -453,7 +547,9 @@ InsertRootJobs(NewRun *run)
 		" workflow_run_id, workflow_step_id, generation)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
 		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" pg_catalog.statement_timestamp(), s.workflow_run_id, s.id, 0"
+		" pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
+		"  secs => COALESCE(s.start_after_seconds, 0)),"
+		" s.workflow_run_id, s.id, 0"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1"
 		" AND s.id" OP("=") "ANY ($2)"};
@@ -463,6 +559,24 @@ InsertRootJobs(NewRun *run)
 	values[0] = UUIDPGetDatum(run->id);
 	values[1] = WfArray(run->root_steps, NULL, run->nroot_jobs, UUIDOID);
 	WfExecuteDue(&jobs, 2, jobs_types, values, NULL);
+}
+
+/*
+ * WakeRootSleeps wakes the root sleep steps whose wake time is already
+ * past, and releases their dependents: the run may even finish here.
+ */
+static void
+WakeRootSleeps(NewRun *run)
+{
+	WfSettledStep *woken = palloc(sizeof(WfSettledStep) * run->nroot_sleeps);
+	int			nwoken;
+
+	nwoken = WfWakeDueSleeps(run->root_sleeps, run->nroot_sleeps, woken);
+	for (int i = 0; i < nwoken; i++)
+		WfNoteStepTerminal(&woken[i].run_id, woken[i].shard,
+						   &woken[i].step_id, "SUCCEEDED", woken[i].from);
+	WfFinishPending();
+	pfree(woken);
 }
 
 /*
@@ -500,6 +614,8 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 		InsertEdges(&run);
 	if (run.nroot_jobs > 0)
 		InsertRootJobs(&run);
+	if (run.nroot_sleeps > 0)
+		WakeRootSleeps(&run);
 }
 
 /* workflow_start_run validates a definition and starts a run of it. */

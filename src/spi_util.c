@@ -14,7 +14,9 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -308,4 +310,44 @@ WfTruncateMessage(const char *message)
 		return pstrdup(message);
 	len = pg_mbcliplen(message, len, wf_max_error_message_bytes);
 	return pnstrdup(message, len);
+}
+
+/*
+ * WfResultAsRow returns row 0 of the last SPI result (a SELECT t.* of the
+ * table "what") as the function's result: a tuple of the declared result
+ * type, built column by column by name, NULL where the type has a dropped
+ * column.  The SPI row has the table's columns in their logical order,
+ * which is not the type's layout once a column was dropped.  The tuple is
+ * copied to the caller's memory, so it outlives SPI_finish.
+ */
+Datum
+WfResultAsRow(FunctionCallInfo fcinfo, const char *what)
+{
+	TupleDesc	desc;
+	Datum	   *values;
+	bool	   *nulls;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "a function returning %s must return a row type", what);
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			col;
+
+		values[i] = (Datum) 0;
+		nulls[i] = true;
+		if (att->attisdropped)
+			continue;
+		col = SPI_fnumber(SPI_tuptable->tupdesc, NameStr(att->attname));
+		if (col <= 0)
+			elog(ERROR, "%s has no column \"%s\"", what, NameStr(att->attname));
+		if (SPI_gettypeid(SPI_tuptable->tupdesc, col) != att->atttypid)
+			elog(ERROR, "%s column \"%s\" is not of the result's type",
+				 what, NameStr(att->attname));
+		values[i] = WfResultDatum(0, col, &nulls[i]);
+	}
+	return PointerGetDatum(SPI_returntuple(heap_form_tuple(desc, values, nulls),
+										   desc));
 }

@@ -12,7 +12,8 @@
  * step of a statement or API call.  These rows are the last locks of the
  * engine's lock order and are held until commit, so nothing slow runs
  * after them.  A run's status changes only in SetRunStatus, which records
- * run_status_changed (history.c), and in cancel_run (cancel.c).  Collected changes are dropped with a
+ * run_status_changed (history.c), and in cancel_run (cancel.c); both
+ * check the move against the run state machine first (run_moves.c).  Collected changes are dropped with a
  * rolled-back subtransaction and at the end of the transaction, through
  * the hooks this file registers with xact_state.c.
  *
@@ -427,13 +428,8 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 									counts.canceled);
 	if (strcmp(old_status, new_status) == 0)
 		return;
-	if (WfRunStatusTerminal(old_status))
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": run %s changed after it finished",
-						WfUuidString(&entry->run_id)),
-				 errdetail("Its status was %s; its counters now say %s.",
-						   old_status, new_status)));
+	WfCheckRunMove(&entry->run_id, old_status, new_status,
+				   WF_CALL_STEP_CHANGE);
 	SetRunStatus(&entry->run_id, old_status, new_status);
 }
 

@@ -134,16 +134,36 @@ extern void WfFailJobRows(int n, const WfJobState *const *jobs,
 						  const bool *message_nulls, bool retryable);
 
 /* definition.c: parsing and validation of a run's definition */
+
+/* what executes a step: its execution_kind */
+typedef enum WfStepKind
+{
+	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
+	WF_KIND_EXTERNAL,			/* complete_external_step */
+	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
+	WF_KIND_EVENT				/* send_event, or a timeout */
+} WfStepKind;
+
+/* the longest sleep, event wait or job delay a definition may ask for */
+#define WF_MAX_WAIT_SECONDS 315360000	/* ten years */
+
 typedef struct WfStepDef
 {
 	char	   *key;
-	bool		external;
+	WfStepKind	kind;
 	char	   *job_type;
 	Datum		payload;		/* jsonb */
 	int32		priority;
 	int32		max_attempts;
 	int32		timeout_seconds;
 	char	   *stage;
+	/* sleep, event and delayed job steps; -1 where not given */
+	int32		sleep_seconds;
+	bool		has_sleep_until;
+	TimestampTz sleep_until;
+	char	   *event_name;		/* event steps */
+	int32		wait_timeout_seconds;
+	int32		start_after_seconds;
 	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
 	int			nedges;
 	pg_uuid_t	id;				/* set by run.c */
@@ -171,6 +191,8 @@ typedef struct WfDefinition
 } WfDefinition;
 
 extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
+extern const char *WfStepKindLabel(WfStepKind kind);
+extern WfStepKind WfStepKindFromLabel(const char *label);
 
 /* triggers.c: step moves noted per row and written per statement */
 extern void WfTriggersInit(void);
@@ -182,6 +204,27 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
+
+/*
+ * waits.c: the start of a sleep or an event wait.  A step that a wait
+ * settles at once (a wake time already past, an event already sent) is
+ * returned to the caller, which moves its counters and cascades it.
+ */
+typedef struct WfSettledStep
+{
+	pg_uuid_t	step_id;
+	pg_uuid_t	run_id;
+	int16		shard;
+	WfCounter	from;			/* the counter it leaves */
+	bool		succeeded;		/* else FAILED */
+} WfSettledStep;
+
+extern int	WfWakeDueSleeps(const pg_uuid_t *ids, int n,
+							WfSettledStep *settled);
+extern int	WfConsumeSentEvents(const pg_uuid_t *ids, int n,
+								WfSettledStep *settled);
+extern bool WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
+						   WfSettledStep *settled);
 
 /* status.c: run counters, status recomputation, notification */
 extern void WfStatusInit(void);
@@ -197,6 +240,17 @@ extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 extern bool WfRunStatusTerminal(const char *status);
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
+
+/* run_moves.c: the run state machine */
+typedef enum WfRunCall
+{
+	WF_CALL_START_RUN = 0,
+	WF_CALL_STEP_CHANGE,
+	WF_CALL_CANCEL_RUN
+} WfRunCall;
+
+extern void WfCheckRunMove(const pg_uuid_t *run_id, const char *from,
+						   const char *to, WfRunCall call);
 
 /* history.c: what the event history records; event details */
 
@@ -242,10 +296,12 @@ extern uint64 WfExecuteDue(WfDueStatement *st, int nargs,
 /* locks.c: the run release lock */
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
+extern bool *WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run,
+								 uint64 n);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.5"
+#define WF_SQL_VERSION "1.6"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);
@@ -311,6 +367,7 @@ extern Datum WfArray(Datum *elems, bool *nulls, int n, Oid elemtype);
 extern void WfDeconstruct(ArrayType *arr, Oid elemtype, Datum **elems,
 						  bool **nulls, int *n);
 extern Datum WfResultDatum(uint64 row, int col, bool *isnull);
+extern Datum WfResultAsRow(FunctionCallInfo fcinfo, const char *what);
 extern char *WfResultText(uint64 row, int col);
 extern bool WfResultUuid(uint64 row, int col, pg_uuid_t *out);
 extern int32 WfResultInt32(uint64 row, int col);
