@@ -13,18 +13,44 @@ of every status read with their own organization, another one and none,
 complete_and_claim with good and bad arguments of its completion and of its
 claim in every combination and made twice in a row, and the workflow.*
 bounds lowered and raised to the largest values their settings accept.
+Version 1.6: definitions with sleep, event and delayed job steps, valid
+(seconds 0 to ten years, until in the past, the future, with and without a
+zone, BC and at the ends of the range, event names up to the bound in
+bytes, wait_timeout_seconds, start_after_seconds) and with exactly one
+hostile field (seconds and timeouts negative, past ten years, past int32,
+fractional, strings, null; until infinite, out of range, not a time, not a
+string; both or neither of seconds and until; empty and over-long event
+names; a key of another kind's, such as job_type on a sleep step or
+seconds on a job step; kinds that almost match); send_event with NULLs,
+empty, long and bound-sized names and dedupe keys, huge payloads, runs of
+every status and organization, dedupe repeats with the same and another
+payload, and made twice in a row; fire_timers with batch sizes in and out
+of range, after the superuser moved wake times into the past.
 
 Every call must either succeed or raise an error whose message starts with a
 code from the error table of docs/reference.md and whose SQLSTATE is that
 code's class: never workflow.internal_state (XX000), never another SQLSTATE,
 never a dropped connection (the test reconnects and goes on).  A failed call
 must write nothing: row counts and an md5 of the rows of workflow_runs,
-workflow_steps, workflow_step_dependencies, job_queue and workflow_events,
+workflow_steps, workflow_step_dependencies, job_queue, workflow_events and
+event_inbox,
 in autocommit, are equal before and after it; around run_history and
 run_graph, which only read, they must be equal whatever the outcome.  Where
 the outcome follows from the arguments and the rows the call reads, a model
 predicts the exact code or success, and what a successful call returns is
-checked: run_history returns exactly the run's events in id order;
+checked: run_history returns exactly the run's events in id order; a
+refused 1.6 definition with one hostile field is
+workflow.invalid_definition naming that step, and a valid one starts with
+each step's fields as defined and its root steps sleeping (wake_at the
+release time plus seconds, or until), woken at once (a wake time already
+past), waiting (wake_at the release time plus wait_timeout_seconds, or
+none) or queued (run_at the release time plus start_after_seconds);
+send_event checks its arguments, the run, a finished run, then the dedupe
+key, and a new event is consumed by the first waiting event step of its
+name by (released_at, id), which is then SUCCEEDED with the payload as
+output, or stays unconsumed, and a repeat returns the first event as it
+stands; fire_timers fires the due timers up to its batch size; cancel_run
+leaves no step with a wake time;
 run_graph's text starts with "digraph" (dot) or "flowchart" (mermaid), draws
 each step of the run once, in id order, with its key, kind and status, and
 each of its edges once; a completion (complete_job and complete_and_claim)
@@ -42,7 +68,10 @@ parse as a uuid or a step_status is accepted only with the same error the
 cast alone gives (22P02, raised in the client's cast before the call).
 
 Each example starts from the same fixture (plain jobs and runs in every
-status, restored with triggers off), so examples are independent and
+status, a run with sleep, event and delayed job steps, two of them waiting
+for the same name, one timed out, a buffered and a stray event, the same
+run in an organization, a finished run that had an event; restored with
+triggers off), so examples are independent and
 Hypothesis can shrink a failure to a minimal example; only the soak property
 lets state build up over many calls.
 
@@ -124,6 +153,8 @@ CODES = {
     "workflow.external_completion_conflict": "23505",
     "workflow.external_completion_output_conflict": "23505",
     "workflow.external_completion_metadata_conflict": "23505",
+    "workflow.event_conflict": "23505",
+    "workflow.invalid_run_transition": "55000",
     "workflow.release_conflict": "40001",
     "job.lease_lost": "40001",
     "workflow.unsupported_isolation": "25000",
@@ -210,6 +241,9 @@ SIGS = {
     "run_history": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
     "run_graph": [("workflow_run_id", "uuid"), ("format", "text"),
                   ("organization_id", "uuid")],
+    "send_event": [("workflow_run_id", "uuid"), ("event_name", "text"), ("payload", "jsonb"),
+                   ("dedupe_key", "text"), ("organization_id", "uuid")],
+    "fire_timers": [("batch_size", "int4")],
 }
 # Functions that read only: a successful call must write nothing either.
 READ_ONLY = {"run_history", "run_graph"}
@@ -228,6 +262,8 @@ DEFAULTS = {
     "cancel_run": [None, None, None],
     "run_history": [None, None],
     "run_graph": [None, "dot", None],
+    "send_event": [None, None, None, None, None],
+    "fire_timers": [1000],
 }
 # What each call selects, so that no value the client cannot load
 # (infinite or BC timestamps) comes back.  The claim's columns are those
@@ -251,6 +287,8 @@ SELECTS = {
     "cancel_run": "x::text",
     "run_history": "x.id, x::text",
     "run_graph": "x",
+    "send_event": "x.id, x.workflow_run_id, x.event_name, x.dedupe_key, x.consumed_by_step_key",
+    "fire_timers": "x",
 }
 
 # ---------------------------------------------------------------------------
@@ -343,11 +381,14 @@ SELECT (SELECT count(*) FROM workflow.workflow_runs),
           FROM workflow.job_queue t),
        (SELECT count(*) FROM workflow.workflow_events),
        (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
-          FROM workflow.workflow_events t)
+          FROM workflow.workflow_events t),
+       (SELECT count(*) FROM workflow.event_inbox),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
+          FROM workflow.event_inbox t)
 """
 
 TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies",
-          "workflow_events"]
+          "workflow_events", "event_inbox"]
 
 
 class Session:
@@ -463,6 +504,16 @@ MAIN_DEF = {"name": "fixture", "result_step": "c", "steps": [
     {"key": "c", "job_type": "fz.c", "depends_on": ["b", "ext1"]},
 ]}
 ONE_EXT = {"result_step": "only", "steps": [{"key": "only", "kind": "external"}]}
+EVENTS_DEF = {"name": "events", "steps": [
+    {"key": "pay", "kind": "event", "event": "payment"},
+    {"key": "pay2", "kind": "event", "event": "payment", "wait_timeout_seconds": 3600},
+    {"key": "ship", "kind": "event", "wait_timeout_seconds": 60},
+    {"key": "late", "kind": "event", "wait_timeout_seconds": 86400},
+    {"key": "nap", "kind": "sleep", "seconds": 3600},
+    {"key": "then", "kind": "event", "event": "later", "depends_on": ["nap"]},
+    {"key": "after", "job_type": "fz.after", "start_after_seconds": 3600, "depends_on": ["pay"]},
+    {"key": "wait", "job_type": "fz.wait", "start_after_seconds": 600},
+]}
 
 FIX = {}   # names of fixture rows -> ids, and tokens seen while building it
 
@@ -474,7 +525,8 @@ def build_fixture(s):
       " DELETE FROM workflow.workflow_step_dependencies;"
       " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_run_counters;"
       " DELETE FROM workflow.workflow_runs;"
-      " DELETE FROM workflow.job_queue; DELETE FROM workflow.workflow_events; COMMIT")
+      " DELETE FROM workflow.job_queue; DELETE FROM workflow.workflow_events;"
+      " DELETE FROM workflow.event_inbox; COMMIT")
     stale = []
 
     def enqueue(jt, org=None, stage=None, attempts=3, timeout=3600, priority=0):
@@ -540,6 +592,21 @@ def build_fixture(s):
     # only an external step, still waiting: the run is WAITING_FOR_EXTERNAL
     FIX["run_waiting"] = q("SELECT workflow.start_run(%s, %s)", (one, ORG2))[0][0]
     q("SELECT workflow.cancel_run(%s, 'fixture')", (FIX["run_canceled"],))
+    # sleep and event steps: two waits for "payment" (the first released
+    # first), one that times out, one whose name has a buffered event, a
+    # sleep, a delayed job, and an event nobody waits for
+    FIX["run_events"] = q("SELECT workflow.start_run(%s)", (json.dumps(EVENTS_DEF),))[0][0]
+    q("SELECT workflow.send_event(%s, 'stray', '{\"s\": 1}', 'k-fixture')", (FIX["run_events"],))
+    q("SELECT workflow.send_event(%s, 'later', '{\"l\": 1}', 'k-later')", (FIX["run_events"],))
+    q("UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'"
+      " WHERE workflow_run_id = %s AND step_key = 'late'", (FIX["run_events"],))
+    q("SELECT workflow.fire_timers()")
+    # the same in another organization, and a finished run that had events
+    FIX["run_events_org"] = q("SELECT workflow.start_run(%s, %s)",
+                              (json.dumps(EVENTS_DEF), ORG))[0][0]
+    FIX["run_events_done"] = q("SELECT workflow.start_run(%s)", (json.dumps(
+        {"steps": [{"key": "e", "kind": "event"}]}),))[0][0]
+    q("SELECT workflow.send_event(%s, 'e', '{\"done\": 1}', 'k-done')", (FIX["run_events_done"],))
     FIX["stale_tokens"] = stale
     problems = q("SELECT * FROM workflow.verify()")
     if problems:
@@ -557,6 +624,7 @@ RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
              " DELETE FROM workflow.workflow_runs;"
              " DELETE FROM workflow.job_queue;"
              " DELETE FROM workflow.workflow_events;"
+             " DELETE FROM workflow.event_inbox;"
              + "".join(" INSERT INTO workflow.%s SELECT * FROM fuzz_fixture.%s;" % (t, t)
                        for t in TABLES)
              + " COMMIT")
@@ -773,6 +841,8 @@ def resolve_uuid(ref, P):
     if kind in pick:
         rows = pick[kind]
         return rows[i % len(rows)] if rows else u
+    if kind == "fix":
+        return FIX.get(i, u)
     if kind == "nil":
         return uuid.UUID(int=0)
     if kind == "max":
@@ -1239,6 +1309,10 @@ def model_cancel_run(s, a):
         now = s.q("SELECT status::text FROM workflow.workflow_runs WHERE id = %s", (run,))
         if out.rows != [("CANCELED",)] or now != [("CANCELED",)]:
             return "returned %r, run is %r" % (out.rows, now)
+        timers = s.q("SELECT step_key, status::text FROM workflow.workflow_steps"
+                     " WHERE workflow_run_id = %s AND wake_at IS NOT NULL", (run,))
+        if timers:
+            return "the canceled run keeps timers: %r" % (timers,)
     return Expect("ok", post)
 
 
@@ -1390,7 +1464,92 @@ def start_run_post(s, out, same_as, nsteps=None):
     return None
 
 
+def model_send_event(s, a):
+    """send_event's checks in their order: the arguments, the run (and its
+    organization), a finished run, the dedupe key; then a new event, which
+    the first waiting event step of its name by (released_at, id) consumes."""
+    run, name, payload, dedupe, org = a
+    lim = s.limits
+    if run is None or name is None or not 1 <= utf8_len(name) <= lim["max_job_type_bytes"]:
+        return Expect(IA, why="workflow_run_id or event_name")
+    if dedupe is not None and not 1 <= utf8_len(dedupe) <= lim["max_idempotency_key_bytes"]:
+        return Expect(IA, why="dedupe_key")
+    if payload is not None and too_big(s, payload):
+        return Expect(IA, why="payload")
+    rows = s.q("SELECT organization_id, status::text FROM workflow.workflow_runs WHERE id = %s",
+               (run,))
+    if not rows or (org is not None and rows[0][0] != org):
+        return Expect("workflow.run_not_found")
+    if rows[0][1] in ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED"):
+        return Expect("workflow.run_already_terminal")
+    if dedupe is not None:
+        old = s.q("SELECT id, event_name = %s, payload IS NOT DISTINCT FROM %s::jsonb"
+                  " FROM workflow.event_inbox"
+                  " WHERE workflow_run_id = %s AND dedupe_key = %s", (name, payload, run, dedupe))
+        if old:
+            old_id, same_name, same_payload = old[0]
+
+            def post_repeat(out):
+                now = s.q("SELECT id, event_name, dedupe_key, consumed_by_step_key"
+                          " FROM workflow.event_inbox WHERE id = %s", (old_id,))
+                got = tuple(out.rows[0][:1]) + tuple(out.rows[0][2:])
+                if len(out.rows) != 1 or got != now[0]:
+                    return "a repeat returned %r, the first event is now %r" % (out.rows, now)
+                count_outcome("send_event: a repeat returned the first event")
+            # (a NULL payload repeated is the same payload)
+            if not same_name or not same_payload:
+                return Expect("workflow.event_conflict")
+            return Expect("ok", post_repeat)
+    known = {r[0] for r in s.q("SELECT id FROM workflow.event_inbox WHERE workflow_run_id = %s",
+                               (run,))}
+    waiting = s.q("SELECT id, step_key FROM workflow.workflow_steps WHERE workflow_run_id = %s"
+                  " AND event_name = %s AND execution_kind::text = 'EVENT'"
+                  " AND status::text = 'WAITING_FOR_EXTERNAL' ORDER BY released_at, id LIMIT 1",
+                  (run, name))
+    consumer = waiting[0][1] if waiting else None
+
+    def post(out):
+        if len(out.rows) != 1:
+            return "returned %r" % (out.rows,)
+        eid, rid, ename, edk, by = out.rows[0]
+        if eid in known or (rid, ename, edk) != (run, name, dedupe):
+            return "returned %r, not a new event of the run, name and key" % (out.rows[0],)
+        if by != consumer:
+            return "consumed by %r, the first waiting step of its name is %r" % (by, consumer)
+        row = s.q("SELECT payload IS NOT DISTINCT FROM %s::jsonb, consumed_by_step_key,"
+                  " consumed_at IS NOT NULL FROM workflow.event_inbox WHERE id = %s",
+                  (payload, eid))
+        if row != [(True, consumer, consumer is not None)]:
+            return "the inbox row is %r" % (row,)
+        if consumer is not None:
+            st_ = s.q("SELECT status::text, output IS NOT DISTINCT FROM %s::jsonb, wake_at IS NULL"
+                      " FROM workflow.workflow_steps WHERE id = %s", (payload, waiting[0][0]))
+            if st_ != [("SUCCEEDED", True, True)]:
+                return "the step that consumed it is %r" % (st_,)
+            count_outcome("send_event: a waiting step consumed it")
+    return Expect("ok", post)
+
+
+def model_fire_timers(s, a):
+    batch = a[0]
+    if batch is None or not 1 <= batch <= 10000:
+        return Expect(IA, why="batch_size")
+    count = ("SELECT count(*) FROM workflow.workflow_steps"
+             " WHERE wake_at <= now() + %s::interval")
+    lo = min(batch, s.q(count, ("-1 second",))[0][0])
+    hi = min(batch, s.q(count, ("1 second",))[0][0])
+
+    def post(out):
+        n = out.rows[0][0]
+        if n is None or not lo <= n <= hi:
+            return "fire_timers returned %r, expected %d..%d" % (n, lo, hi)
+        if n:
+            count_outcome("fire_timers: fired some")
+    return Expect("ok", post)
+
+
 MODELS = {
+    "send_event": model_send_event, "fire_timers": model_fire_timers,
     "enqueue": model_enqueue, "claim": model_claim, "heartbeat": model_heartbeat,
     "complete_job": model_complete_job, "complete_and_claim": model_complete_and_claim,
     "fail_job": model_fail_job,
@@ -1520,6 +1679,15 @@ def judge(s, fn, sql, params, out, expect):
 
 def perform(s, action):
     fn = action["fn"]
+    if fn == "_due":
+        # the superuser moves one wake time into the past (the clock moves)
+        n = s.q("SELECT count(*) FROM workflow.workflow_steps WHERE wake_at IS NOT NULL")[0][0]
+        if n:
+            s.q("UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'"
+                " WHERE id = (SELECT id FROM workflow.workflow_steps WHERE wake_at IS NOT NULL"
+                " ORDER BY id OFFSET %s LIMIT 1)", (action["pick"] % n,))
+            s.changed()
+        return None
     if action.get("again"):
         # the previous call again, with the arguments it was given
         if s.last_call is None or s.last_call[0] != fn:
@@ -1538,6 +1706,11 @@ def perform(s, action):
     sql = build_sql(fn, n)
     out = s.call(sql, params, expect_error=expect.result != "ok", read_only=fn in READ_ONLY)
     judge(s, fn, sql, params, out, expect)
+    if "doc" in action or action.get("names") is not None:
+        problem = start16_check(s, action, out)
+        if problem:
+            raise violation("start_run 1.6: %s" % ("refusal" if not out.ok else "run"),
+                            "%s -> %s: %s" % (describe(sql, params), out, problem))
     return out
 
 
@@ -1555,7 +1728,8 @@ def trailing(draw, fn, args):
     required = {"enqueue": 1, "claim": 1, "complete_job": 2, "complete_and_claim": 4,
                 "fail_job": 4, "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4,
                 "start_run": 1, "complete_external_step": 3, "cancel_run": 1,
-                "run_history": 1, "run_graph": 1}.get(fn, len(args))
+                "run_history": 1, "run_graph": 1, "send_event": 2,
+                "fire_timers": 0}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
         n = draw(st.integers(required, len(args)))
@@ -1762,7 +1936,56 @@ def graph_action(draw):
     return draw(trailing("run_graph", [draw(read_run), draw(graph_format), draw(read_org)]))
 
 
+def boundary_texts(limit):
+    """Texts of limit - 1 .. limit + 1 bytes, in one-, two- and four-byte
+    characters."""
+    out = []
+    for n in (limit - 1, limit, limit + 1):
+        out += ["k" * n, "\u00e9" * (n // 2) + "k" * (n % 2),
+                "\U0001F600" * (n // 4) + "k" * (n % 4)]
+    return [t for t in out if t]
+
+
 reap_action = st.just(action("reap_expired"))
+
+
+# send_event: the fixture's runs with event steps (of no organization, of
+# ORG, finished) or any run; names that steps wait for, that none does, and
+# hostile ones; dedupe keys that the fixture used, new, empty, long and at
+# the bounds; payloads up to huge
+events_run = weighted(
+    (4, st.sampled_from(["run_events", "run_events_org", "run_events_done"]).map(
+        lambda k: ("fix", k, uuid.UUID(int=1)))),
+    (2, run_ref), (1, st.tuples(st.just("max"), st.integers(0, 63), st.uuids())))
+event_name_arg = weighted(
+    (6, st.sampled_from(["payment", "ship", "stray", "later", "late", "e", "pay", "nobody"])),
+    (1, st.sampled_from(boundary_texts(128) + boundary_texts(12) + [""])),
+    (1, small_text), (1, long_text), (1, st.none()))
+dedupe_arg = weighted(
+    (5, st.none()), (3, st.sampled_from(["k-fixture", "k-later", "k-done", "k1", "k2"])),
+    (1, st.sampled_from(boundary_texts(512) + boundary_texts(16) + [""])),
+    (1, small_text), (1, long_text))
+event_payload_arg = weighted(
+    (3, jsonb_arg(st.sampled_from([{"s": 1}, {"l": 1}, {"done": 1}, {}, None]))),
+    (3, jsonb_arg(json_any)), (1, jsonb_arg(payload_spec)), (2, st.none()))
+event_org = weighted((5, st.none()), (2, st.just("OWN")), (1, st.sampled_from(["ORG", "ORG2"])),
+                     (1, st.uuids()))
+
+
+@st.composite
+def send_event_action(draw):
+    args = [draw(events_run), draw(event_name_arg), draw(event_payload_arg),
+            draw(dedupe_arg), draw(event_org)]
+    return draw(trailing("send_event", args))
+
+
+send_event_twice = send_event_action().map(lambda a: [a, {"fn": "send_event", "again": True}])
+fire_timers_action = weighted(
+    (3, st.builds(lambda n: action("fire_timers", n), st.integers(1, 10))),
+    (1, st.builds(lambda n: action("fire_timers", n), st.sampled_from(
+        [None, 0, -1, 10000, 10001, INT32_MAX, INT32_MIN]))),
+    (1, st.just(action("fire_timers", n=0))))
+due_action = st.builds(lambda i: {"fn": "_due", "pick": i}, st.integers(0, 63))
 FIXED_KEYS = ["k-fixture", "k-mid", "k1", "k2"]
 idem_key = weighted((4, st.none()), (3, st.sampled_from(FIXED_KEYS)), (1, small_text))
 
@@ -2337,6 +2560,263 @@ def start_run_action(draw, limits):
     return a
 
 
+# ---------------------------------------------------------------------------
+# Version 1.6 definitions: sleep and event steps, delayed job steps.  A valid
+# definition of every kind of step, then at most one mutation of one step's
+# new fields: a refused one must be workflow.invalid_definition naming that
+# step, and write nothing; a valid one must start, its root steps sleeping,
+# woken, waiting or delayed as their fields say.
+
+MAX_WAIT = 315360000        # ten years: the most seconds of a sleep, wait or delay
+SLEEP_ALLOWED = {"key", "kind", "seconds", "until", "depends_on"}
+EVENT_ALLOWED = {"key", "kind", "event", "wait_timeout_seconds", "depends_on"}
+JOB_ALLOWED = {"key", "kind", "job_type", "payload", "depends_on", "priority", "max_attempts",
+               "timeout_seconds", "stage", "start_after_seconds"}
+EXTERNAL_ALLOWED = STEP_KEYS - {"job_type"}
+NEW_KEYS = {"seconds": 60, "until": "2030-01-01T00:00:00Z", "event": "payment",
+            "wait_timeout_seconds": 60, "start_after_seconds": 5}
+OLD_KEYS = {"job_type": "fz.x", "payload": {"a": 1}, "priority": 1, "max_attempts": 2,
+            "timeout_seconds": 30, "stage": "s1"}
+UNTIL_VALID = ["2027-01-01T00:00:00Z", "2001-02-03 04:05:06", "1999-12-31T23:59:59.5+05:30",
+               "2100-02-28T12:00:00-08:00", "0044-03-15 12:00:00+00 BC",
+               "4714-11-24 00:00:00+00 BC", "294276-12-31 23:59:59+00", "2027-06-01"]
+# parse as timestamptz and are finite, but name no fixed time
+UNTIL_SPECIAL = ["epoch", "now", "today", "tomorrow", "yesterday"]
+UNTIL_INVALID = ["infinity", "-infinity", "Infinity", "", " ", "not a date", "2020-13-01",
+                 "2020-02-30T00:00:00Z", "2020-01-01T25:00:00Z", "294277-01-01 00:00:00+00",
+                 "4714-11-23 00:00:00+00 BC", "2027-01-01T00:00:00Z junk", "1e9"]
+BAD_SECONDS = [-1, MAX_WAIT + 1, INT32_MAX, INT32_MAX + 1, INT32_MIN, 2**63, -(2**63), 10**30,
+               1.5, 0.5, -0.0001, "10", "", None, True, False, [1], {"s": 1}]
+
+
+def wait_seconds(low):
+    return st.one_of(st.sampled_from([low, low + 1, 60, MAX_WAIT - 1, MAX_WAIT]),
+                     st.integers(low, MAX_WAIT))
+
+
+def event_name_valid(limit):
+    return st.one_of(st.sampled_from(["payment.confirmed", "e", "\u00e9v\u00e9nement"]).map(
+                         lambda t: cut_bytes(t, limit)),
+                     small_text.map(lambda t: cut_bytes(t, limit)),
+                     st.sampled_from([t for t in boundary_texts(limit)
+                                      if utf8_len(t) <= limit]))
+
+
+@st.composite
+def valid_definition16(draw, limits):
+    n = draw(st.integers(1, 6))
+    keys = draw(st.lists(st.text(KEY_CHARS, min_size=1, max_size=8), min_size=n, max_size=n,
+                         unique=True))
+    steps = []
+    room = limits["max_edges"]
+    for i, k in enumerate(keys):
+        kind = draw(st.sampled_from(["job", "external", "sleep", "event", "sleep", "event"]))
+        step = {"key": k}
+        if kind == "job":
+            if draw(st.booleans()):
+                step["kind"] = "job"
+            step["job_type"] = draw(st.sampled_from(["fz.new", "fz.delayed"]))
+            if draw(st.integers(0, 2)):
+                step["start_after_seconds"] = draw(wait_seconds(0))
+        elif kind == "external":
+            step["kind"] = "external"
+        elif kind == "sleep":
+            step["kind"] = "sleep"
+            if draw(st.booleans()):
+                step["seconds"] = draw(st.one_of(st.just(0), wait_seconds(0)))
+            else:
+                step["until"] = draw(st.sampled_from(UNTIL_VALID))
+        else:
+            step["kind"] = "event"
+            if draw(st.booleans()):
+                step["event"] = draw(event_name_valid(limits["max_job_type_bytes"]))
+            if draw(st.booleans()):
+                step["wait_timeout_seconds"] = draw(wait_seconds(1))
+        if i and room and draw(st.booleans()):
+            step["depends_on"] = draw(st.lists(st.sampled_from(keys[:i]), min_size=1,
+                                               max_size=min(2, room), unique=True))
+            room -= len(step["depends_on"])
+        steps.append(step)
+    return {"name": "v16", "steps": steps}
+
+
+def step_kind(step):
+    return step.get("kind", "job")
+
+
+def mutate16(draw, d, name, limits):
+    """One mutation of one step; returns (validity, the key of the step an
+    error must name) or None when it does not apply."""
+    steps = d["steps"]
+    i = draw(st.integers(0, len(steps) - 1))
+    s = steps[i]
+    kind = step_kind(s)
+    key = s["key"]
+    if name == "seconds_bad":
+        if kind != "sleep":
+            return None
+        s.pop("until", None)
+        s["seconds"] = draw(st.sampled_from(BAD_SECONDS))
+        return "invalid", key
+    if name == "until_bad":
+        if kind != "sleep":
+            return None
+        s.pop("seconds", None)
+        s["until"] = draw(st.one_of(st.sampled_from(UNTIL_INVALID), NON_STRING_OR_NULL))
+        return "invalid", key
+    if name == "until_special":
+        if kind != "sleep":
+            return None
+        s.pop("seconds", None)
+        s["until"] = draw(st.sampled_from(UNTIL_SPECIAL))
+        return "either", key
+    if name == "sleep_both":
+        if kind != "sleep":
+            return None
+        s["seconds"] = draw(wait_seconds(0))
+        s["until"] = draw(st.sampled_from(UNTIL_VALID))
+        return "invalid", key
+    if name == "sleep_neither":
+        if kind != "sleep":
+            return None
+        s.pop("seconds", None)
+        s.pop("until", None)
+        return "invalid", key
+    if name == "event_bad":
+        if kind != "event":
+            return None
+        lim = limits["max_job_type_bytes"]
+        s["event"] = draw(st.one_of(
+            st.just(""), NON_STRING_OR_NULL,
+            st.sampled_from([t for t in boundary_texts(lim) if utf8_len(t) > lim]),
+            st.integers(lim + 1, lim + 5000).map(lambda n: "e" * n)))
+        return "invalid", key
+    if name == "wait_timeout_bad":
+        if kind != "event":
+            return None
+        s["wait_timeout_seconds"] = draw(st.sampled_from([0] + BAD_SECONDS))
+        return "invalid", key
+    if name == "start_after_bad":
+        if kind != "job":
+            return None
+        s["start_after_seconds"] = draw(st.sampled_from(BAD_SECONDS))
+        return "invalid", key
+    if name == "float_int":
+        field = {"sleep": "seconds", "event": "wait_timeout_seconds",
+                 "job": "start_after_seconds"}.get(kind)
+        if field is None or (kind == "sleep" and "until" in s):
+            return None
+        s[field] = float(draw(st.integers(1, 1000)))
+        return "either", key        # 5.0 is an integer in JSON's eyes
+    if name == "wrong_key":
+        allowed = {"sleep": SLEEP_ALLOWED, "event": EVENT_ALLOWED, "job": JOB_ALLOWED,
+                   "external": EXTERNAL_ALLOWED}[kind]
+        wrong = sorted(k for k in list(NEW_KEYS) + list(OLD_KEYS)
+                       if k not in allowed and k not in s)
+        if not wrong:
+            return None
+        k = draw(st.sampled_from(wrong))
+        s[k] = {**NEW_KEYS, **OLD_KEYS}[k]
+        return "invalid", key
+    if name == "kind_bad16":
+        s["kind"] = draw(st.sampled_from(["Sleep", "EVENT", "timer", "sleep ", " event", "wait",
+                                          "events", "sleeping", "delay", "SLEEP"]))
+        return "invalid", key
+    raise ValueError(name)
+
+
+MUTATIONS16 = ["seconds_bad", "until_bad", "until_special", "sleep_both", "sleep_neither",
+               "event_bad", "wait_timeout_bad", "start_after_bad", "float_int", "wrong_key",
+               "wrong_key", "kind_bad16"]
+
+
+@st.composite
+def start16_action(draw, limits=DEFAULT_LIMITS):
+    import copy
+    d = copy.deepcopy(draw(valid_definition16(limits)))
+    validity, names, applied = "valid", None, []
+    if draw(st.integers(0, 3)):
+        name = draw(st.sampled_from(MUTATIONS16))
+        r = mutate16(draw, d, name, limits)
+        if r is not None:
+            validity, names = r
+            applied.append(name)
+    if validity == "valid":
+        count_outcome("start_run 1.6: valid as drawn")
+    spec = DefSpec(json_text(d), validity, applied)
+    a = action("start_run", ("def", spec.text), draw(st.sampled_from([None, None, "ORG"])))
+    a["validity"] = validity
+    a["def"] = spec
+    a["names"] = names if validity != "valid" else None
+    a["doc"] = d
+    return a
+
+
+def start16_check(s, a, out):
+    """After start_run of a 1.6 definition: a refusal names the step; a run
+    has its steps' fields as defined, and its root steps are sleeping (wake_at
+    the release time plus seconds, or until), woken (a wake time already
+    past), waiting (wake_at the release time plus wait_timeout_seconds, or
+    none) or queued (run_at the release time plus start_after_seconds)."""
+    if not out.ok:
+        if a.get("names") is not None and out.code == BAD_DEF and \
+                ('step "%s"' % a["names"]) not in (out.message or ""):
+            return "the refusal does not name step %r: %s" % (a["names"], out.message)
+        return None
+    if "doc" not in a:
+        return None
+    rid = out.rows[0][0]
+    rows = {r[0]: r[1:] for r in s.q(
+        "SELECT st.step_key, st.execution_kind::text, st.status::text, st.event_name,"
+        " st.sleep_seconds, st.wait_timeout_seconds, st.start_after_seconds,"
+        " st.wake_at - st.released_at, st.wake_at::text, j.run_at - st.released_at,"
+        " st.sleep_until::text"
+        " FROM workflow.workflow_steps st LEFT JOIN workflow.job_queue j ON j.id = st.job_id"
+        " WHERE st.workflow_run_id = %s", (rid,))}
+    for step in a["doc"]["steps"]:
+        key, kind = step["key"], step_kind(step)
+        if key not in rows:
+            return "step %r is missing" % key
+        xk, status, ev, secs, wt, sa, wake_delta, wake, run_delta, until = rows[key]
+        want = (kind.upper(), step.get("event", key) if kind == "event" else None,
+                step.get("seconds"), step.get("wait_timeout_seconds"),
+                step.get("start_after_seconds"))
+        if (xk, ev, secs, wt, sa) != want:
+            return "step %r has kind, event_name, sleep_seconds, wait_timeout_seconds," \
+                   " start_after_seconds %r, defined %r" % (key, (xk, ev, secs, wt, sa), want)
+        if step.get("depends_on"):
+            continue
+        one = __import__("datetime").timedelta(seconds=1)
+        if kind == "sleep":
+            if "seconds" in step:
+                due = step["seconds"] == 0
+                close = status != "SLEEPING" or abs(
+                    wake_delta - __import__("datetime").timedelta(seconds=step["seconds"])) <= one
+            else:
+                due = s.q("SELECT %s::timestamptz <= now()", (step["until"],))[0][0]
+                close = status != "SLEEPING" or s.q(
+                    "SELECT %s::timestamptz = %s::timestamptz", (step["until"], until))[0][0]
+            want_status = "SUCCEEDED" if due else "SLEEPING"
+            if status != want_status or (status == "SLEEPING") != (wake is not None) or not close:
+                return "root sleep step %r is %s, wake_at %s (wake - release %s), expected %s" % (
+                    key, status, wake, wake_delta, want_status)
+        elif kind == "event":
+            t = step.get("wait_timeout_seconds")
+            if status != "WAITING_FOR_EXTERNAL" or (wake is None) != (t is None) or (
+                    t is not None and abs(wake_delta - __import__("datetime").timedelta(
+                        seconds=t)) > one):
+                return "root event step %r is %s, wake_at %s (wake - release %s)" % (
+                    key, status, wake, wake_delta)
+        elif kind == "job":
+            n = step.get("start_after_seconds", 0)
+            if status != "ENQUEUED" or run_delta is None or abs(
+                    run_delta - __import__("datetime").timedelta(seconds=n)) > one:
+                return "root job step %r is %s, run_at - released_at %s, start_after %r" % (
+                    key, status, run_delta, n)
+    count_outcome("start_run 1.6: started, roots checked")
+    return None
+
+
 definition_like = st.recursive(
     st.one_of(json_scalar, st.sampled_from(["a", "b", "external", "job", "on_terminal"])),
     lambda c: st.one_of(
@@ -2436,16 +2916,6 @@ SMALL_DEFS = [json.dumps(ONE_EXT), json.dumps(MAIN_DEF),
                                     {"key": "b", "kind": "external", "depends_on": ["a"]}]})]
 
 
-def boundary_texts(limit):
-    """Texts of limit - 1 .. limit + 1 bytes, in one-, two- and four-byte
-    characters."""
-    out = []
-    for n in (limit - 1, limit, limit + 1):
-        out += ["k" * n, "\u00e9" * (n // 2) + "k" * (n % 2),
-                "\U0001F600" * (n // 4) + "k" * (n % 4)]
-    return [t for t in out if t]
-
-
 @st.composite
 def idempotent_start_action(draw, limits=DEFAULT_LIMITS):
     """start_run with known definitions, so that keys and organizations repeat."""
@@ -2504,11 +2974,31 @@ def p_read(actions):
     run_actions(S, actions)
 
 
+@prop("start_run 1.6: sleep, event and delayed job steps, hostile fields, keys of another kind",
+      150)
+@given(st.lists(start16_action(), min_size=1, max_size=3))
+def p_start16(actions):
+    run_actions(S, actions)
+
+
+@prop("send_event and fire_timers: names, payloads, dedupe keys, runs of every status", 120)
+@given(st.lists(st.one_of(send_event_action().map(lambda a: [a]), send_event_twice,
+                          send_event_action().map(lambda a: [a]),
+                          fire_timers_action.map(lambda a: [a]), due_action.map(lambda a: [a]),
+                          cancel_run_action().map(lambda a: [a]),
+                          external_action().map(lambda a: [a]),
+                          start16_action().map(lambda a: [a])),
+                min_size=1, max_size=5).map(lambda groups: [a for g in groups for a in g]))
+def p_events(actions):
+    run_actions(S, actions)
+
+
 ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(),
                         complete_and_claim_action(), batch_action(),
                         external_action(), cancel_run_action(), reap_action, claim_any,
                         random_start_run_action(), start_run_action(DEFAULT_LIMITS),
-                        history_action(), graph_action())
+                        history_action(), graph_action(), send_event_action(),
+                        fire_timers_action)
 
 
 @st.composite
@@ -2533,7 +3023,8 @@ def p_nulls(actions):
 @prop("settings lowered: bounds, truncation of messages", 120, limits=LOW_LIMITS)
 @given(st.lists(st.one_of(start_run_action(LOW_LIMITS), start_run_action(LOW_LIMITS),
                           enqueue_action(), worker_action(), external_action(),
-                          batch_action()), min_size=1, max_size=4))
+                          batch_action(), start16_action(LOW_LIMITS), send_event_action()),
+                min_size=1, max_size=4))
 def p_low_limits(actions):
     run_actions(S, actions)
 
@@ -2553,12 +3044,12 @@ def bad_string_action(draw):
     fn = draw(st.sampled_from(["heartbeat", "complete_job", "complete_and_claim", "release_job",
                                "cancel_job", "cancel_run", "complete_external_step",
                                "complete_external_step", "start_run", "enqueue", "claim",
-                               "run_history", "run_graph"]))
+                               "run_history", "run_graph", "send_event"]))
     pos = {"heartbeat": [0, 1], "complete_job": [0, 1], "complete_and_claim": [0, 1, 6],
            "release_job": [0, 1], "cancel_job": [0], "cancel_run": [0, 2],
            "complete_external_step": [0, 2, 7],
            "start_run": [1], "enqueue": [6], "claim": [3], "run_history": [0, 1],
-           "run_graph": [0, 2]}[fn]
+           "run_graph": [0, 2], "send_event": [0, 4]}[fn]
     return {"fn": fn, "pos": draw(st.sampled_from(pos)), "text": text,
             "other": draw(st.sampled_from(["real", "random"]))}
 
@@ -2590,9 +3081,10 @@ def bad_string_case(s, c):
         "claim": ["w", None, 1, None, None],
         "run_history": [FIX["run_org"], ORG],
         "run_graph": [FIX["run_org"], "mermaid", ORG],
+        "send_event": [FIX["run_events"], "payment", None, None, None],
     }[fn]
     values = list(base)
-    if not real and fn not in ("start_run", "enqueue", "claim"):
+    if not real and fn not in ("start_run", "enqueue", "claim", "fire_timers"):
         values[0] = uuid.UUID(int=random.Random(text).getrandbits(128))
     params = list(values)
     params[pos] = text
@@ -2680,7 +3172,7 @@ def p_soak(actions):
     run_actions(S, actions, reset_first=False)
 
 
-RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits",
+RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits", "p_start16", "p_events",
         "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_complete_and_claim",
         "p_batch", "p_external", "p_read", "p_cancel", "p_start_big", "p_low_limits",
         "p_soak"]
@@ -2711,6 +3203,8 @@ def null_sweep(s):
             "cancel_run": [f["run_main"], "r", None],
             "run_history": [f["run_org"], ORG],
             "run_graph": [f["run_org"], "mermaid", ORG],
+            "send_event": [f["run_events"], "payment", '{"p": 1}', "d1", None],
+            "fire_timers": [10],
         }[fn]
 
     def model_values(fn, vals):
