@@ -127,7 +127,7 @@ $$;
 
 -- roles left by an earlier run that stopped half-way
 SET client_min_messages = warning;
-DROP ROLE IF EXISTS regress_te_client_a, regress_te_client_b, regress_te_worker_b,
+DROP ROLE IF EXISTS regress_te_client_a, regress_te_client_b, regress_te_worker_b, regress_te_worker_a,
     regress_te_worker, regress_te_client;
 RESET client_min_messages;
 
@@ -499,18 +499,22 @@ SELECT workflow.start_run('{"name": "te.org_a", "steps": [{"key": "e", "kind": "
     {"key": "z", "kind": "sleep", "seconds": 600}]}', :'org_a') AS r12 \gset
 SELECT pg_temp.err(format($$SELECT workflow.send_event(%L, 'org', organization_id => %L)$$, :'r12', :'org_b'));
 SELECT consumed_by_step_key, organization_id = :'org_a' AS org_of_run
-  FROM workflow.send_event(:'r12', 'org', '{"n": "a"}', organization_id => :'org_a');
+  FROM workflow.send_event(:'r12', 'org', '{"n": "a"}', 'key-a', organization_id => :'org_a');
 -- tenant roles: A's client sends, B's gets workflow.run_not_found like for
--- a missing run; B's worker fires no timer of A's run; a client may not
--- fire timers, a worker may not send events
+-- a missing run; B's worker fires no timer of A's run, A's worker does,
+-- and fires none of a run without organization, which a worker of no
+-- organization fires; a client may not fire timers, a worker may not send
+-- events
 CREATE ROLE regress_te_client_a LOGIN IN ROLE workflow_client;
 CREATE ROLE regress_te_client_b LOGIN IN ROLE workflow_client;
 CREATE ROLE regress_te_worker_b LOGIN IN ROLE workflow_worker;
+CREATE ROLE regress_te_worker_a LOGIN IN ROLE workflow_worker;
 CREATE ROLE regress_te_worker LOGIN IN ROLE workflow_worker;
 CREATE ROLE regress_te_client LOGIN IN ROLE workflow_client;
 SELECT workflow.grant_organization('regress_te_client_a', :'org_a');
 SELECT workflow.grant_organization('regress_te_client_b', :'org_b');
 SELECT workflow.grant_organization('regress_te_worker_b', :'org_b');
+SELECT workflow.grant_organization('regress_te_worker_a', :'org_a');
 SELECT workflow.start_run('{"name": "te.org_a2", "steps": [{"key": "e", "kind": "event", "event": "org"}]}',
                           :'org_a') AS r12b \gset
 SET ROLE regress_te_client_b;
@@ -526,10 +530,17 @@ SELECT workflow.fire_timers() AS fired_by_b;
 SELECT pg_temp.err(format($$SELECT workflow.send_event(%L, 'org')$$, :'r12'));
 RESET ROLE;
 SELECT * FROM pg_temp.st(:'r12');
+SET ROLE regress_te_worker_a;
+SELECT workflow.fire_timers() AS fired_by_a;
+RESET ROLE;
+SELECT * FROM pg_temp.st(:'r12');
+SELECT pg_temp.due(:'r11b', 'z');
+SET ROLE regress_te_worker_a;
+SELECT workflow.fire_timers() AS fired_by_a;
 SET ROLE regress_te_worker;
 SELECT workflow.fire_timers() AS fired_by_untenanted_worker;
 RESET ROLE;
-SELECT * FROM pg_temp.st(:'r12');
+SELECT * FROM pg_temp.st(:'r11b');
 SET ROLE regress_te_client;
 SELECT pg_temp.err($$SELECT workflow.fire_timers()$$);
 RESET ROLE;
@@ -544,6 +555,9 @@ SELECT n, (SELECT status FROM workflow.workflow_runs WHERE id = r) AS status,
  ORDER BY n;
 SELECT count(*) AS stored FROM workflow.event_inbox
  WHERE workflow_run_id IN (:'r2', :'r11') AND payload = '{"n": "x"}';
+-- a terminal run is checked before the dedupe key: an exact repeat of an
+-- event the run took is refused once the run finished
+SELECT pg_temp.err(format($$SELECT workflow.send_event(%L, 'org', '{"n": "a"}', 'key-a')$$, :'r12'));
 SELECT * FROM workflow.verify(:'r12');
 SELECT * FROM workflow.verify(:'r12b');
 
@@ -690,7 +704,8 @@ SELECT pg_temp.err(format($$SELECT workflow.send_event(%L, 'x')$$, :'r9'));
 SELECT workflow.revoke_organization('regress_te_client_a', :'org_a');
 SELECT workflow.revoke_organization('regress_te_client_b', :'org_b');
 SELECT workflow.revoke_organization('regress_te_worker_b', :'org_b');
-DROP ROLE regress_te_client_a, regress_te_client_b, regress_te_worker_b,
+SELECT workflow.revoke_organization('regress_te_worker_a', :'org_a');
+DROP ROLE regress_te_client_a, regress_te_client_b, regress_te_worker_b, regress_te_worker_a,
     regress_te_worker, regress_te_client;
 SELECT * FROM workflow.verify();
 
