@@ -377,6 +377,30 @@ SELECT * FROM pg_temp.rn(:'r8');
 SELECT * FROM workflow.verify(:'r8');
 
 -- =========================================================================
+-- 8b. Two waits of one name released by the same completion, with one
+-- event stored before: exactly one of them consumes it, the other waits
+-- (its timeout counted from that release); an event whose wait is due
+-- but not yet fired is still consumed, and fire_timers then finds nothing.
+SELECT workflow.start_run('{"name": "te.same_release", "steps": [
+    {"key": "gate", "job_type": "te.same_gate"},
+    {"key": "w1", "kind": "event", "event": "pair", "wait_timeout_seconds": 30, "depends_on": ["gate"]},
+    {"key": "w2", "kind": "event", "event": "pair", "wait_timeout_seconds": 30, "depends_on": ["gate"]}]}') AS r8b \gset
+SELECT consumed_at IS NULL AS stored FROM workflow.send_event(:'r8b', 'pair', '{"n": 1}');
+SELECT pg_temp.finish('te.same_gate');
+SELECT status, count(*) AS steps, count(*) FILTER (WHERE wake_at - released_at = interval '30 seconds') AS timer_from_release,
+       count(*) FILTER (WHERE output = '{"n": 1}') AS with_payload
+  FROM workflow.workflow_steps WHERE workflow_run_id = :'r8b' AND event_name = 'pair'
+ GROUP BY status ORDER BY status;
+SELECT count(*) AS consumed, bool_and(consumed_by_step_key IN ('w1', 'w2')) AS by_a_wait
+  FROM workflow.event_inbox WHERE workflow_run_id = :'r8b' AND consumed_at IS NOT NULL;
+UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
+ WHERE workflow_run_id = :'r8b' AND status = 'WAITING_FOR_EXTERNAL';
+SELECT consumed_by_step_key IS NOT NULL AS consumed FROM workflow.send_event(:'r8b', 'pair', '{"n": 2}');
+SELECT workflow.fire_timers() AS fired;
+SELECT * FROM pg_temp.rn(:'r8b');
+SELECT * FROM workflow.verify(:'r8b');
+
+-- =========================================================================
 -- 9. A wait with a timeout: nothing fires before it; then fire_timers
 -- fails the step (workflow.event_timeout), cancels its ON_SUCCESS
 -- dependent and releases its ON_TERMINAL one; a late event is stored and
