@@ -156,7 +156,7 @@ ReadDedupedEvent(const SentEvent *ev)
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"SELECT i.*, i.event_name" OP("=") "$3"
-		" AND i.payload IS NOT DISTINCT FROM $4 AS same"
+		" AND COALESCE(i.payload" OP("=") "$4, i.payload IS NULL AND $4 IS NULL) AS same"
 		" FROM workflow.event_inbox i"
 		" WHERE i.workflow_run_id" OP("=") "$1 AND i.dedupe_key" OP("=") "$2";
 	static const Oid types[4] = {UUIDOID, TEXTOID, TEXTOID, JSONBOID};

@@ -133,67 +133,6 @@ extern void WfFailJobRows(int n, const WfJobState *const *jobs,
 						  const Datum *codes, const Datum *messages,
 						  const bool *message_nulls, bool retryable);
 
-/* definition.c: parsing and validation of a run's definition */
-
-/* what executes a step: its execution_kind */
-typedef enum WfStepKind
-{
-	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
-	WF_KIND_EXTERNAL,			/* complete_external_step */
-	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
-	WF_KIND_EVENT				/* send_event, or a timeout */
-} WfStepKind;
-
-/* the longest sleep, event wait or job delay a definition may ask for */
-#define WF_MAX_WAIT_SECONDS 315360000	/* ten years */
-
-typedef struct WfStepDef
-{
-	char	   *key;
-	WfStepKind	kind;
-	char	   *job_type;
-	Datum		payload;		/* jsonb */
-	int32		priority;
-	int32		max_attempts;
-	int32		timeout_seconds;
-	char	   *stage;
-	/* sleep, event and delayed job steps; -1 where not given */
-	int32		sleep_seconds;
-	bool		has_sleep_until;
-	TimestampTz sleep_until;
-	char	   *event_name;		/* event steps */
-	int32		wait_timeout_seconds;
-	int32		start_after_seconds;
-	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
-	int			nedges;
-	pg_uuid_t	id;				/* set by run.c */
-	pg_uuid_t	job_id;			/* set by run.c for root job steps */
-	int16		counter_shard;	/* 0: counted on the run row */
-} WfStepDef;
-
-typedef struct WfEdgeDef
-{
-	int			prerequisite;	/* index into steps */
-	int			dependent;
-	bool		on_terminal;
-} WfEdgeDef;
-
-typedef struct WfDefinition
-{
-	char	   *name;
-	char	   *result_step;
-	WfStepDef  *steps;
-	int			nsteps;
-	WfEdgeDef  *edges;
-	int			nedges;
-	char	  **dep_keys;		/* per edge, the named prerequisite key */
-	int			counter_shards; /* 0: counters on the run row */
-} WfDefinition;
-
-extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
-extern const char *WfStepKindLabel(WfStepKind kind);
-extern WfStepKind WfStepKindFromLabel(const char *label);
-
 /* triggers.c: step moves noted per row and written per statement */
 extern void WfTriggersInit(void);
 
@@ -272,6 +211,67 @@ extern void WfDetailInt(StringInfo buf, const char *key, int64 value);
 extern void WfDetailTimestamp(StringInfo buf, const char *key,
 							  TimestampTz value);
 extern char *WfDetailEnd(StringInfo buf);
+
+/* definition.c: parsing and validation of a run's definition */
+
+/* what executes a step: its execution_kind */
+typedef enum WfStepKind
+{
+	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
+	WF_KIND_EXTERNAL,			/* complete_external_step */
+	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
+	WF_KIND_EVENT				/* send_event, or a timeout */
+} WfStepKind;
+
+/* the longest sleep, event wait or job delay a definition may ask for */
+#define WF_MAX_WAIT_SECONDS 315360000	/* ten years */
+
+typedef struct WfStepDef
+{
+	char	   *key;
+	WfStepKind	kind;
+	char	   *job_type;
+	Datum		payload;		/* jsonb */
+	int32		priority;
+	int32		max_attempts;
+	int32		timeout_seconds;
+	char	   *stage;
+	/* sleep, event and delayed job steps; -1 where not given */
+	int32		sleep_seconds;
+	bool		has_sleep_until;
+	TimestampTz sleep_until;
+	char	   *event_name;		/* event steps */
+	int32		wait_timeout_seconds;
+	int32		start_after_seconds;
+	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
+	int			nedges;
+	pg_uuid_t	id;				/* set by run.c */
+	pg_uuid_t	job_id;			/* set by run.c for root job steps */
+	int16		counter_shard;	/* 0: counted on the run row */
+} WfStepDef;
+
+typedef struct WfEdgeDef
+{
+	int			prerequisite;	/* index into steps */
+	int			dependent;
+	bool		on_terminal;
+} WfEdgeDef;
+
+typedef struct WfDefinition
+{
+	char	   *name;
+	char	   *result_step;
+	WfStepDef  *steps;
+	int			nsteps;
+	WfEdgeDef  *edges;
+	int			nedges;
+	char	  **dep_keys;		/* per edge, the named prerequisite key */
+	int			counter_shards; /* 0: counters on the run row */
+} WfDefinition;
+
+extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
+extern const char *WfStepKindLabel(WfStepKind kind);
+extern WfStepKind WfStepKindFromLabel(const char *label);
 
 /* notify.c: wake-ups for waiting workers (workflow.notify_jobs) */
 
