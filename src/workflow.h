@@ -143,6 +143,7 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
+extern void WfNoteHeldStep(const pg_uuid_t *step_id);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
@@ -298,6 +299,7 @@ extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern bool *WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run,
 								 uint64 n);
+extern void WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
@@ -348,6 +350,7 @@ extern int	WfDeferDepth(void);
 extern void WfDeferRestore(int depth);
 extern void WfNoteLateLocks(void);
 extern bool WfHoldsLateLocks(void);
+extern void WfForgetLateLocks(void);
 extern MemoryContext WfPendingContext(void);
 
 /* spi_util.c: cached plans and SPI value helpers */

@@ -260,7 +260,7 @@ SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
        has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
   FROM pg_class c
  WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
-		't|7|f|t',
+		't|8|f|t',
 		"$label: row-level security and the grants are in place");
 }
 

@@ -14,6 +14,11 @@
 #
 # A send_event whose commit was acknowledged survives like any commit; a
 # timer never fires early: before its time, fire_timers finds nothing.
+#
+# The new labels (SLEEP, EVENT, SLEEPING) are usable in the transaction
+# that installs the extension, so that a dump holding a sleeping step
+# restores in one transaction (pg_restore --single-transaction), and
+# CREATE EXTENSION and a first run with a sleep step may share one.
 
 use strict;
 use warnings FATAL => 'all';
@@ -106,6 +111,52 @@ is( $node->safe_psql(
 	'SUCCEEDED',
 	'the run finished');
 verify_is_clean($node, 'after the crash and the timers');
+
+# One transaction: install, and start a run with a sleep and an event step.
+$node->safe_psql('postgres', 'CREATE DATABASE onetx');
+is( $node->safe_psql(
+		'onetx', "BEGIN; CREATE EXTENSION workflow;"
+		  . " SELECT workflow.start_run('$def') IS NOT NULL;"
+		  . " SELECT (workflow.send_event(r.id, 'answer')).id IS NOT NULL"
+		  . "   FROM workflow.workflow_runs r;"
+		  . " COMMIT;"),
+	"t\nt",
+	'CREATE EXTENSION and a run with sleep and event steps in one transaction');
+
+# A dump with a sleeping step and a buffered event, restored in one
+# transaction into a new database.
+my $dumpdir = PostgreSQL::Test::Utils::tempdir();
+my $sleeper = $node->safe_psql('postgres', "SELECT workflow.start_run('$def')");
+$node->safe_psql('postgres',
+	"SELECT workflow.send_event('$sleeper', 'payment', '{\"amount\": 7}')");
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', "$dumpdir/timers.dump", '-d', 'postgres' ],
+	'pg_dump of a database with a sleeping step and a buffered event');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok(
+	[
+		'pg_restore', '--exit-on-error', '--single-transaction',
+		'-d', 'restored', "$dumpdir/timers.dump"
+	],
+	'pg_restore --single-transaction');
+is( $node->safe_psql(
+		'restored',
+		"SELECT string_agg(step_key || ':' || status, ',' ORDER BY step_key)"
+		  . " FROM workflow.workflow_steps WHERE workflow_run_id = '$sleeper'"),
+	'answer:WAITING_FOR_EXTERNAL,nap:SLEEPING,paid:BLOCKED',
+	'the restored run sleeps and waits as the original');
+$node->safe_psql('restored',
+	"UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'"
+	  . " WHERE workflow_run_id = '$sleeper' AND step_key = 'nap'");
+is($node->safe_psql('restored', 'SELECT workflow.fire_timers()'),
+	'1', 'the restored timer fires');
+is( $node->safe_psql(
+		'restored',
+		"SELECT status || ':' || output::text FROM workflow.workflow_steps"
+		  . " WHERE workflow_run_id = '$sleeper' AND step_key = 'paid'"),
+	'SUCCEEDED:{"amount": 7}',
+	'and the restored buffered event is consumed');
+verify_is_clean($node, 'the restored copy', 'restored');
 
 $node->stop;
 done_testing();
