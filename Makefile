@@ -2,7 +2,7 @@
 
 EXTENSION = workflow
 MODULE_big = workflow
-DATA = workflow--1.0.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
+DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
 	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql \
 	workflow--1.5--1.6.sql
 OBJS = \

@@ -67,6 +67,12 @@ COMMENT ON TABLE workflow.event_inbox IS
 'Events sent to runs by send_event: consumed by at most one waiting event '
 'step each (consumed_at, consumed_by_step_key), or kept unconsumed.';
 
+-- A sleeping step counts as active, like an enqueued or running one.
+COMMENT ON VIEW workflow.run_overview IS
+'One row per run: status, steps by status (active = ENQUEUED, RUNNING or '
+'SLEEPING), progress (finished steps / steps, truncated to 4 places), '
+'creation and finish time, and duration (so far, while the run is live).';
+
 -- ---------------------------------------------------------------------------
 -- send_event, fire_timers, the run state machine
 

@@ -89,5 +89,42 @@ SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
 SELECT id, status, attempt FROM workflow.complete_and_claim('00000000-0000-7000-8000-0000000000e1',
     '00000000-0000-4000-8000-0000000000e2', '{"up": 5}', 'w', ARRAY['up.cac']);
 SELECT id, status, output FROM workflow.job_queue ORDER BY id;
+
+-- 1.5 -> 1.6: a run started before the update, waiting for the outside
+-- world, goes on after it; the new step kinds and status, send_event and
+-- fire_timers arrive with it
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.5';
+SELECT to_regproc('workflow.send_event') IS NULL AS no_send_event,
+       to_regproc('workflow.fire_timers') IS NULL AS no_fire_timers;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total,
+    steps_active, steps_waiting, steps_blocked, history_gap)
+VALUES ('00000000-0000-7000-8000-0000000000f1',
+        '{"steps": [{"key": "approve", "kind": "external"}]}',
+        'WAITING_FOR_EXTERNAL', 1, 0, 1, 0, true);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind,
+    status, released_at, dependency_count_total, dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-0000000000f2', '00000000-0000-7000-8000-0000000000f1',
+        'approve', 'EXTERNAL', 'WAITING_FOR_EXTERNAL', now(), 0, 0, true);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT enum_range(NULL::workflow.execution_kind) AS kinds,
+       enum_range(NULL::workflow.step_status) AS step_statuses;
+SELECT step_key, event_name, wake_at FROM workflow.workflow_steps;
+-- an external step consumes no event: the event stays in the inbox
+SELECT event_name, payload, consumed_at IS NULL AS unconsumed
+  FROM workflow.send_event('00000000-0000-7000-8000-0000000000f1', 'approve', '{"ok": true}');
+SELECT status FROM workflow.complete_external_step('00000000-0000-7000-8000-0000000000f1',
+    'approve', 'SUCCEEDED');
+SELECT status FROM workflow.workflow_runs WHERE id = '00000000-0000-7000-8000-0000000000f1';
+SELECT * FROM workflow.verify();
+SELECT workflow.start_run('{"steps": [{"key": "nap", "kind": "sleep", "seconds": 3600},
+    {"key": "go", "kind": "event", "depends_on": ["nap"]}]}') AS nap_run \gset
+UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
+ WHERE workflow_run_id = :'nap_run' AND step_key = 'nap';
+SELECT workflow.fire_timers();
+SELECT step_key, status FROM workflow.workflow_steps
+ WHERE workflow_run_id = :'nap_run' ORDER BY step_key;
+SELECT * FROM workflow.verify();
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

@@ -409,6 +409,23 @@ CollectDependents(WfTerminalStep *level, int nlevel, WfEdge *edges,
 }
 
 /*
+ * WfNoteHeldStep records that this transaction holds a step row it locked
+ * outside the cascade (send_event's event steps, fire_timers' fired
+ * steps): the cascade then takes dependents at or below it NOWAIT.
+ */
+void
+WfNoteHeldStep(const pg_uuid_t *step_id)
+{
+	if (held_lxid != MyProc->lxid)
+	{
+		held_lxid = MyProc->lxid;
+		memset(&max_held_dependent, 0, sizeof(pg_uuid_t));
+	}
+	if (WfUuidCompare(step_id, &max_held_dependent) > 0)
+		max_held_dependent = *step_id;
+}
+
+/*
  * LockDependents locks the dependents in ascending id and leaves their
  * current status and counters in SPI_tuptable, in the same order as deps.
  * Rows at or below the highest dependent already held are taken NOWAIT:
@@ -654,8 +671,9 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
 		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
 		" status = CASE"
-		"  WHEN $4" OP("=") "1 THEN CASE s.execution_kind::pg_catalog.text"
-		"   WHEN 'JOB' THEN 'ENQUEUED' WHEN 'SLEEP' THEN 'SLEEPING'"
+		"  WHEN $4" OP("=") "1 THEN CASE"
+		"   WHEN s.execution_kind::pg_catalog.text" OP("=") "'JOB' THEN 'ENQUEUED'"
+		"   WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP' THEN 'SLEEPING'"
 		"   ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
 		"  WHEN $4" OP("=") "2 THEN 'CANCELED'::workflow.step_status"
 		"  ELSE s.status END,"

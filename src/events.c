@@ -18,11 +18,15 @@
  * unconsumed for a later release.  A step that timed out or was canceled
  * first is no longer live: a late event stays unconsumed, visibly.
  *
- * Locks, in order: the inbox row it inserts (a concurrent send_event with
- * the same dedupe key waits for it), the run's live event steps of that
- * name (ascending id; NOWAIT in a transaction that holds late locks), a
- * try of the run's release lock, shared (workflow.release_conflict if
- * cancel_run holds it), then the cascade's.  The cost is one index probe
+ * Locks, in order: the dedupe key, when one is given (an advisory lock of
+ * the extension's own class, so that a concurrent send_event with the same
+ * key waits here, holding nothing, rather than on the inbox's unique index;
+ * only tried in a transaction that holds late locks), the inbox row it
+ * inserts, a try of the run's release lock, shared (which never waits:
+ * workflow.release_conflict if cancel_run holds it), the run's live event
+ * steps of that name (ascending id; NOWAIT in a transaction that holds
+ * late locks), which count as rows it holds for its cascade's NOWAIT rule
+ * (cascade.c), then the cascade's.  The cost is one index probe
  * plus the live event steps of that name, not the size of the run.
  *
  *-------------------------------------------------------------------------
@@ -156,7 +160,7 @@ ReadDedupedEvent(const SentEvent *ev)
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"SELECT i.*, i.event_name" OP("=") "$3"
-		" AND i.payload IS NOT DISTINCT FROM $4 AS same"
+		" AND COALESCE(i.payload" OP("=") "$4, i.payload IS NULL AND $4 IS NULL) AS same"
 		" FROM workflow.event_inbox i"
 		" WHERE i.workflow_run_id" OP("=") "$1 AND i.dedupe_key" OP("=") "$2";
 	static const Oid types[4] = {UUIDOID, TEXTOID, TEXTOID, JSONBOID};
@@ -222,7 +226,11 @@ LockWaitingStep(const SentEvent *ev, pg_uuid_t *step_id)
 	{
 		bool		isnull;
 		TimestampTz released;
+		pg_uuid_t	locked;
 
+		/* these are our rows now: the cascade must not wait below them */
+		WfResultUuid(i, 1, &locked);
+		WfNoteHeldStep(&locked);
 		if (!WfResultBool(i, 2))
 			continue;
 		released = DatumGetTimestampTz(WfResultDatum(i, 3, &isnull));
@@ -274,22 +282,34 @@ SendEvent(PG_FUNCTION_ARGS)
 					  WfFindRun(ev.run_id,
 								PG_ARGISNULL(4) ? NULL : PG_GETARG_UUID_P(4)));
 
+	if (!ev.dedupe_null)
+		WfLockDedupeKey(ev.run_id, ev.dedupe_key);
 	if (!StoreEvent(&ev))
 	{
+		/* no row: the key is taken, or the run went (purge) meanwhile */
+		WfFindRun(ev.run_id, NULL);
+		if (ev.dedupe_null)
+			elog(ERROR, "an event without a dedupe key was not stored");
 		ReadDedupedEvent(&ev);
 		result = WfResultAsRow(fcinfo, "event_inbox");
 		SPI_finish();
 		PG_RETURN_DATUM(result);
 	}
 
-	waiting = LockWaitingStep(&ev, &step_id);
+	/* a try never waits, so it may come before the step rows */
 	if (!WfLockRunRelease(ev.run_id, false, false))
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_RETRY),
 				 errmsg(WF_RELEASE_CONFLICT ": run %s is being canceled",
 						WfUuidString(ev.run_id)),
 				 errhint("Retry the transaction.")));
-	/* under the release lock, the run's status is final for us */
+	waiting = LockWaitingStep(&ev, &step_id);
+
+	/*
+	 * Under the release lock no cancel_run or purge is under way; a
+	 * completion may still finish the run, in which case no step waited and
+	 * the event stays unconsumed in a finished run.
+	 */
 	RefuseTerminalRun(ev.run_id, WfFindRun(ev.run_id, NULL));
 
 	if (waiting)

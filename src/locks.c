@@ -11,7 +11,8 @@
  * would have waited.
  *
  * Locks: the release lock of the runs it is asked for, nothing else.
- * WfTryLockRunsShared tries several at once, for the sweeps.
+ * WfTryLockRunsShared tries several at once, for the sweeps.  The lock of
+ * a send_event dedupe key, in a class of its own, is taken here too.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +21,8 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "common/hashfn.h"
+#include "utils/builtins.h"
 
 #include "workflow.h"
 
@@ -28,6 +31,9 @@
  * are SQL's advisory locks, and Citus takes its classes from 4 up.
  */
 #define WF_RELEASE_LOCK_CLASS 0x5746
+
+/* the advisory lock class of send_event's dedupe keys */
+#define WF_DEDUPE_LOCK_CLASS 0x5747
 
 static void RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag);
 
@@ -133,4 +139,36 @@ WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run, uint64 n)
 	pfree(sorted);
 	pfree(sorted_ok);
 	return ok;
+}
+
+/*
+ * WfLockDedupeKey takes, for the rest of the transaction, the lock of a
+ * dedupe key of a run (a hash of both, in a class of the extension's own):
+ * a second send_event with the same key waits here, before it holds
+ * anything, until the first commits.  A transaction that holds late locks
+ * only tries, and raises workflow.release_conflict where it would wait.
+ */
+void
+WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key)
+{
+	text	   *key = DatumGetTextPP(dedupe_key);
+	LOCKTAG		tag;
+	uint64		run_key = 0;
+	uint32		key_hash;
+
+	for (int i = 8; i < UUID_LEN; i++)
+		run_key = (run_key << 8) | run_id->data[i];
+	key_hash = DatumGetUInt32(hash_any((const unsigned char *) VARDATA_ANY(key),
+									   VARSIZE_ANY_EXHDR(key)));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (run_key >> 32),
+						 (uint32) run_key ^ key_hash, WF_DEDUPE_LOCK_CLASS);
+	if (LockAcquire(&tag, ExclusiveLock, false, WfHoldsLateLocks()) !=
+		LOCKACQUIRE_NOT_AVAIL)
+		return;
+	ereport(ERROR,
+			(errcode(WF_SQLSTATE_RETRY),
+			 errmsg(WF_RELEASE_CONFLICT ": another send_event with dedupe key \"%s\" is in flight",
+					text_to_cstring(key)),
+			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
+			 errhint("Retry the transaction, or make one engine call per transaction.")));
 }

@@ -570,12 +570,21 @@ WakeRootSleeps(NewRun *run)
 {
 	WfSettledStep *woken = palloc(sizeof(WfSettledStep) * run->nroot_sleeps);
 	int			nwoken;
+	bool		late = WfHoldsLateLocks();
 
 	nwoken = WfWakeDueSleeps(run->root_sleeps, run->nroot_sleeps, woken);
 	for (int i = 0; i < nwoken; i++)
 		WfNoteStepTerminal(&woken[i].run_id, woken[i].shard,
 						   &woken[i].step_id, "SUCCEEDED", woken[i].from);
 	WfFinishPending();
+
+	/*
+	 * The only run rows this locked are the new run's, which no other
+	 * transaction sees before we commit: nobody can be waiting for them,
+	 * so later calls of this transaction may still wait.
+	 */
+	if (!late)
+		WfForgetLateLocks();
 	pfree(woken);
 }
 

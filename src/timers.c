@@ -145,6 +145,7 @@ FireSteps(Datum *chosen, int nchosen, WfSettledStep *fired)
 		fired[i].shard = (int16) WfResultInt32(i, 3);
 		fired[i].succeeded = WfResultBool(i, 4);
 		fired[i].from = fired[i].succeeded ? WF_COUNT_ACTIVE : WF_COUNT_WAITING;
+		WfNoteHeldStep(&fired[i].step_id);
 	}
 	return (int) n;
 }

@@ -13,8 +13,10 @@
  * statement also writes the step's event (history.c).
  *
  * Locks: the caller holds the steps' rows and their runs' release locks.
- * A consumed event's inbox row is locked FOR UPDATE: two steps released
- * at once by two transactions take different events.  An event sent by a
+ * The oldest event is locked NOWAIT before it is consumed: two steps of
+ * one name released at once by two transactions never take the same
+ * event, and the second never waits for the first (which may be about to
+ * wait for one of its dependents): it gets workflow.release_conflict.  An event sent by a
  * send_event that is still in flight is not seen here; that call locks
  * the live event steps of its name first, so either it waits for our step
  * row and finds the step waiting, or we wait for it and find its event
@@ -109,38 +111,60 @@ WfWakeDueSleeps(const pg_uuid_t *ids, int n, WfSettledStep *settled)
 	" SELECT u.id, u.workflow_run_id, u.counter_shard::pg_catalog.int4 FROM u"
 
 /*
+ * LockOldestEvent locks the oldest unconsumed event of the step's name sent
+ * to its run, NOWAIT, and returns whether there is one.  Only another
+ * release of an event step of that name can hold it, to consume it; we
+ * must not wait for that transaction, which may go on to wait for a
+ * dependent we hold: workflow.release_conflict, and the retry finds the
+ * event consumed, or free again.
+ */
+static bool
+LockOldestEvent(const pg_uuid_t *step_id, pg_uuid_t *event_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT i.id FROM workflow.event_inbox i"
+		" JOIN workflow.workflow_steps s"
+		"  ON i.workflow_run_id" OP("=") "s.workflow_run_id"
+		"  AND i.event_name" OP("=") "s.event_name"
+		" WHERE s.id" OP("=") "$1 AND i.consumed_at IS NULL"
+		" ORDER BY i.id LIMIT 1 FOR UPDATE OF i NOWAIT";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	values[0] = UUIDPGetDatum(step_id);
+	WfExecuteNowait(&plan, sql, 1, types, values, NULL);
+	return SPI_processed == 1 && WfResultUuid(0, 1, event_id);
+}
+
+/*
  * WfConsumeEvent lets a waiting event step consume an event: the event
  * given (one send_event just stored), or with event_id NULL the oldest
- * unconsumed event of its name sent to its run, locked so that two steps
- * released at once by two transactions take different events.  Returns
- * whether the step consumed one, and then fills settled.
+ * unconsumed event of its name sent to its run.  Returns whether the step
+ * consumed one, and then fills settled.
  */
 bool
 WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 			   WfSettledStep *settled)
 {
-	static SPIPlanPtr oldest_plan = NULL;
-	static const char *oldest_sql = CONSUME_EVENT_SQL(
-		"SELECT i.id, i.payload FROM workflow.event_inbox i, w"
-		"  WHERE i.workflow_run_id" OP("=") "w.workflow_run_id"
-		"  AND i.event_name" OP("=") "w.event_name AND i.consumed_at IS NULL"
-		"  ORDER BY i.id LIMIT 1 FOR UPDATE OF i");
-	static SPIPlanPtr given_plan = NULL;
-	static const char *given_sql = CONSUME_EVENT_SQL(
+	static SPIPlanPtr plan = NULL;
+	static const char *sql = CONSUME_EVENT_SQL(
 		"SELECT i.id, i.payload FROM workflow.event_inbox i"
 		"  WHERE i.id" OP("=") "$3 AND i.consumed_at IS NULL");
 	static const Oid types[3] = {UUIDOID, BOOLOID, UUIDOID};
 	Datum		values[3];
+	pg_uuid_t	oldest;
 
+	if (event_id == NULL)
+	{
+		if (!LockOldestEvent(step_id, &oldest))
+			return false;
+		event_id = &oldest;
+	}
 	values[0] = UUIDPGetDatum(step_id);
 	values[1] = BoolGetDatum(WfHistoryRecordsSteps());
-	if (event_id == NULL)
-		WfExecuteAsEngine(&oldest_plan, oldest_sql, 2, types, values, NULL);
-	else
-	{
-		values[2] = UUIDPGetDatum(event_id);
-		WfExecuteAsEngine(&given_plan, given_sql, 3, types, values, NULL);
-	}
+	values[2] = UUIDPGetDatum(event_id);
+	WfExecuteAsEngine(&plan, sql, 3, types, values, NULL);
 	if (SPI_processed == 0)
 		return false;
 	WfResultUuid(0, 1, &settled->step_id);

@@ -133,67 +133,6 @@ extern void WfFailJobRows(int n, const WfJobState *const *jobs,
 						  const Datum *codes, const Datum *messages,
 						  const bool *message_nulls, bool retryable);
 
-/* definition.c: parsing and validation of a run's definition */
-
-/* what executes a step: its execution_kind */
-typedef enum WfStepKind
-{
-	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
-	WF_KIND_EXTERNAL,			/* complete_external_step */
-	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
-	WF_KIND_EVENT				/* send_event, or a timeout */
-} WfStepKind;
-
-/* the longest sleep, event wait or job delay a definition may ask for */
-#define WF_MAX_WAIT_SECONDS 315360000	/* ten years */
-
-typedef struct WfStepDef
-{
-	char	   *key;
-	WfStepKind	kind;
-	char	   *job_type;
-	Datum		payload;		/* jsonb */
-	int32		priority;
-	int32		max_attempts;
-	int32		timeout_seconds;
-	char	   *stage;
-	/* sleep, event and delayed job steps; -1 where not given */
-	int32		sleep_seconds;
-	bool		has_sleep_until;
-	TimestampTz sleep_until;
-	char	   *event_name;		/* event steps */
-	int32		wait_timeout_seconds;
-	int32		start_after_seconds;
-	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
-	int			nedges;
-	pg_uuid_t	id;				/* set by run.c */
-	pg_uuid_t	job_id;			/* set by run.c for root job steps */
-	int16		counter_shard;	/* 0: counted on the run row */
-} WfStepDef;
-
-typedef struct WfEdgeDef
-{
-	int			prerequisite;	/* index into steps */
-	int			dependent;
-	bool		on_terminal;
-} WfEdgeDef;
-
-typedef struct WfDefinition
-{
-	char	   *name;
-	char	   *result_step;
-	WfStepDef  *steps;
-	int			nsteps;
-	WfEdgeDef  *edges;
-	int			nedges;
-	char	  **dep_keys;		/* per edge, the named prerequisite key */
-	int			counter_shards; /* 0: counters on the run row */
-} WfDefinition;
-
-extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
-extern const char *WfStepKindLabel(WfStepKind kind);
-extern WfStepKind WfStepKindFromLabel(const char *label);
-
 /* triggers.c: step moves noted per row and written per statement */
 extern void WfTriggersInit(void);
 
@@ -204,6 +143,7 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const char *new_status, WfCounter from);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
+extern void WfNoteHeldStep(const pg_uuid_t *step_id);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
@@ -273,6 +213,67 @@ extern void WfDetailTimestamp(StringInfo buf, const char *key,
 							  TimestampTz value);
 extern char *WfDetailEnd(StringInfo buf);
 
+/* definition.c: parsing and validation of a run's definition */
+
+/* what executes a step: its execution_kind */
+typedef enum WfStepKind
+{
+	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
+	WF_KIND_EXTERNAL,			/* complete_external_step */
+	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
+	WF_KIND_EVENT				/* send_event, or a timeout */
+} WfStepKind;
+
+/* the longest sleep, event wait or job delay a definition may ask for */
+#define WF_MAX_WAIT_SECONDS 315360000	/* ten years */
+
+typedef struct WfStepDef
+{
+	char	   *key;
+	WfStepKind	kind;
+	char	   *job_type;
+	Datum		payload;		/* jsonb */
+	int32		priority;
+	int32		max_attempts;
+	int32		timeout_seconds;
+	char	   *stage;
+	/* sleep, event and delayed job steps; -1 where not given */
+	int32		sleep_seconds;
+	bool		has_sleep_until;
+	TimestampTz sleep_until;
+	char	   *event_name;		/* event steps */
+	int32		wait_timeout_seconds;
+	int32		start_after_seconds;
+	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
+	int			nedges;
+	pg_uuid_t	id;				/* set by run.c */
+	pg_uuid_t	job_id;			/* set by run.c for root job steps */
+	int16		counter_shard;	/* 0: counted on the run row */
+} WfStepDef;
+
+typedef struct WfEdgeDef
+{
+	int			prerequisite;	/* index into steps */
+	int			dependent;
+	bool		on_terminal;
+} WfEdgeDef;
+
+typedef struct WfDefinition
+{
+	char	   *name;
+	char	   *result_step;
+	WfStepDef  *steps;
+	int			nsteps;
+	WfEdgeDef  *edges;
+	int			nedges;
+	char	  **dep_keys;		/* per edge, the named prerequisite key */
+	int			counter_shards; /* 0: counters on the run row */
+} WfDefinition;
+
+extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
+extern const char *WfStepKindLabel(WfStepKind kind);
+extern WfStepKind WfStepKindFromLabel(const char *label);
+
 /* notify.c: wake-ups for waiting workers (workflow.notify_jobs) */
 
 /*
@@ -298,6 +299,7 @@ extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern bool *WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run,
 								 uint64 n);
+extern void WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
@@ -348,6 +350,7 @@ extern int	WfDeferDepth(void);
 extern void WfDeferRestore(int depth);
 extern void WfNoteLateLocks(void);
 extern bool WfHoldsLateLocks(void);
+extern void WfForgetLateLocks(void);
 extern MemoryContext WfPendingContext(void);
 
 /* spi_util.c: cached plans and SPI value helpers */

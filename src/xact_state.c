@@ -166,6 +166,16 @@ WfNoteLateLocks(void)
 	late_locks_lxid = MyProc->lxid;
 }
 
+/*
+ * WfForgetLateLocks takes the note back, for a caller whose only late locks
+ * are rows no other transaction can see yet (start_run's new run).
+ */
+void
+WfForgetLateLocks(void)
+{
+	late_locks_lxid = InvalidLocalTransactionId;
+}
+
 /* WfHoldsLateLocks says whether this transaction noted late locks. */
 bool
 WfHoldsLateLocks(void)

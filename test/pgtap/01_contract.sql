@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(327);
+SELECT plan(368);
 
 CREATE SCHEMA wf_tap;
 
@@ -46,7 +46,7 @@ SELECT enum_has_labels('workflow', 'job_status',
 
 SELECT has_enum('workflow', 'step_status', 'enum workflow.step_status exists');
 SELECT enum_has_labels('workflow', 'step_status',
-    ARRAY['BLOCKED', 'ENQUEUED', 'RUNNING', 'WAITING_FOR_EXTERNAL',
+    ARRAY['BLOCKED', 'ENQUEUED', 'RUNNING', 'SLEEPING', 'WAITING_FOR_EXTERNAL',
           'SUCCEEDED', 'FAILED', 'CANCELED'],
     'workflow.step_status has the contract labels in order');
 
@@ -63,7 +63,7 @@ SELECT enum_has_labels('workflow', 'release_mode',
 
 SELECT has_enum('workflow', 'execution_kind', 'enum workflow.execution_kind exists');
 SELECT enum_has_labels('workflow', 'execution_kind',
-    ARRAY['JOB', 'EXTERNAL'],
+    ARRAY['JOB', 'EXTERNAL', 'SLEEP', 'EVENT'],
     'workflow.execution_kind has the contract labels in order');
 
 -- ---------------------------------------------------------------------------
@@ -77,6 +77,7 @@ SELECT has_table('workflow', 'workflow_step_dependencies',
 SELECT has_table('workflow', 'organization_members',
     'table workflow.organization_members exists');
 SELECT has_table('workflow', 'workflow_events', 'table workflow.workflow_events exists');
+SELECT has_table('workflow', 'event_inbox', 'table workflow.event_inbox exists');
 
 CREATE TABLE wf_tap.contract_columns (
     n           serial PRIMARY KEY,
@@ -150,6 +151,12 @@ VALUES
     ('workflow_steps', 'output', 'pg_catalog', 'jsonb'),
     ('workflow_steps', 'created_at', 'pg_catalog', 'timestamp with time zone'),
     ('workflow_steps', 'updated_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'event_name', 'pg_catalog', 'text'),
+    ('workflow_steps', 'sleep_seconds', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'sleep_until', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'wait_timeout_seconds', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'start_after_seconds', 'pg_catalog', 'integer'),
+    ('workflow_steps', 'wake_at', 'pg_catalog', 'timestamp with time zone'),
 
     ('workflow_step_dependencies', 'workflow_run_id', 'pg_catalog', 'uuid'),
     ('workflow_step_dependencies', 'prerequisite_step_id', 'pg_catalog', 'uuid'),
@@ -165,9 +172,19 @@ VALUES
     ('workflow_events', 'step_key', 'pg_catalog', 'text'),
     ('workflow_events', 'event_type', 'pg_catalog', 'text'),
     ('workflow_events', 'detail', 'pg_catalog', 'jsonb'),
-    ('workflow_events', 'created_at', 'pg_catalog', 'timestamp with time zone');
+    ('workflow_events', 'created_at', 'pg_catalog', 'timestamp with time zone'),
 
--- 73 columns: has_column for each, then col_type_is for each.
+    ('event_inbox', 'id', 'pg_catalog', 'uuid'),
+    ('event_inbox', 'workflow_run_id', 'pg_catalog', 'uuid'),
+    ('event_inbox', 'organization_id', 'pg_catalog', 'uuid'),
+    ('event_inbox', 'event_name', 'pg_catalog', 'text'),
+    ('event_inbox', 'payload', 'pg_catalog', 'jsonb'),
+    ('event_inbox', 'dedupe_key', 'pg_catalog', 'text'),
+    ('event_inbox', 'created_at', 'pg_catalog', 'timestamp with time zone'),
+    ('event_inbox', 'consumed_at', 'pg_catalog', 'timestamp with time zone'),
+    ('event_inbox', 'consumed_by_step_key', 'pg_catalog', 'text');
+
+-- 88 columns: has_column for each, then col_type_is for each.
 SELECT has_column('workflow', c.table_name, c.column_name,
                   format('workflow.%s has column %s', c.table_name, c.column_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
@@ -335,9 +352,13 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid'),
     ('run_graph', ARRAY['uuid', 'text', 'uuid'], 'text',
      'workflow_run_id uuid, format text DEFAULT ''dot''::text, '
-     'organization_id uuid DEFAULT NULL::uuid');
+     'organization_id uuid DEFAULT NULL::uuid'),
+    ('send_event', ARRAY['uuid', 'text', 'jsonb', 'text', 'uuid'], 'workflow.event_inbox',
+     'workflow_run_id uuid, event_name text, payload jsonb DEFAULT NULL::jsonb, '
+     'dedupe_key text DEFAULT NULL::text, organization_id uuid DEFAULT NULL::uuid'),
+    ('fire_timers', ARRAY['integer'], 'integer', 'batch_size integer DEFAULT 1000');
 
--- 23 functions: has_function, function_returns, then the argument list.
+-- 25 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -373,7 +394,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          23, 'all 23 API functions are present and not STRICT');
+          25, 'all 25 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -398,7 +419,9 @@ INSERT INTO wf_tap.api_kind VALUES
     ('revoke_organization', 'c', 'v'), ('my_organizations', 'c', 's'),
     ('run_history', 'c', 's'),
     ('run_graph', 'c', 's'),
-    ('complete_and_claim', 'c', 'v');
+    ('complete_and_claim', 'c', 'v'),
+    ('send_event', 'c', 'v'),
+    ('fire_timers', 'c', 'v');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -449,11 +472,11 @@ SELECT ok((SELECT 'workflow.organization_members'::regclass::oid = ANY (e.extcon
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'workflow'),
-          ARRAY['workflow.job_queue', 'workflow.organization_members',
+          ARRAY['workflow.event_inbox', 'workflow.job_queue', 'workflow.organization_members',
                 'workflow.workflow_events', 'workflow.workflow_events_id_seq',
                 'workflow.workflow_run_counters', 'workflow.workflow_runs',
                 'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
-          'the seven tables and the event id sequence, and only they, are registered with pg_extension_config_dump');
+          'the eight tables and the event id sequence, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -463,8 +486,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', '', '', '', ''],
-          'all seven tables are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', '', '', '', ''],
+          'all eight tables and the sequence are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
@@ -590,10 +613,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.5', 'workflow is available with default version 1.5');
+          '1.6', 'workflow is available with default version 1.6');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.5'),
+            WHERE v.name = 'workflow' AND v.version = '1.6'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -602,7 +625,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.5', 'the installed version is 1.5');
+          '1.6', 'the installed version is 1.6');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -627,9 +650,16 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.4' AND p.target = '1.5'),
           '1.4--1.5', 'an installed 1.4 updates to 1.5 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.6'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6',
+          'an installed 1.0 updates to 1.6 through 1.1, 1.2, 1.3, 1.4 and 1.5');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.5' AND p.target = '1.6'),
+          '1.5--1.6', 'an installed 1.5 updates to 1.6 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5'], 'the versions 1.0 to 1.5 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6'], 'the versions 1.0 to 1.6 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

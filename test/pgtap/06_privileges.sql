@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(349);
+SELECT plan(376);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -116,6 +116,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('fail_jobs', ARRAY['uuid[]', 'uuid[]', 'text[]', 'text[]', 'boolean'], true, false, false, true),
     ('release_job', ARRAY['uuid', 'uuid'], true, false, false, true),
     ('reap_expired', ARRAY[]::name[], true, false, false, true),
+    ('fire_timers', ARRAY['integer'], true, false, false, true),
     -- client calls
     ('enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer',
                       'integer', 'uuid', 'text'], false, true, false, true),
@@ -124,6 +125,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
                                      'text', 'text', 'uuid'], false, true, false, true),
     ('cancel_job', ARRAY['uuid', 'text'], false, true, false, true),
     ('cancel_run', ARRAY['uuid', 'text', 'uuid'], false, true, false, true),
+    ('send_event', ARRAY['uuid', 'text', 'jsonb', 'text', 'uuid'], false, true, false, true),
     -- client and reader
     ('run_counters', ARRAY['uuid'], false, true, true, true),
     ('run_history', ARRAY['uuid', 'uuid'], false, true, true, true),
@@ -143,7 +145,9 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('job_queue_guard', ARRAY[]::name[], false, false, false, false),
     ('workflow_steps_guard', ARRAY[]::name[], false, false, false, false),
     ('_organization_members_changed', ARRAY[]::name[], false, false, false, false),
-    ('_workflow_events_guard', ARRAY[]::name[], false, false, false, false);
+    ('_workflow_events_guard', ARRAY[]::name[], false, false, false, false),
+    -- internal: the run state machine's table, for its test
+    ('_run_moves', ARRAY[]::name[], false, false, false, false);
 
 SELECT functions_are('workflow', ARRAY[
     'claim', 'heartbeat', 'complete_job', 'complete_jobs', 'fail_job', 'fail_jobs',
@@ -152,13 +156,14 @@ SELECT functions_are('workflow', ARRAY[
     'grant_organization', 'revoke_organization', 'uuid_v7', 'my_organizations',
     'job_queue_sync_step', 'job_queue_finish_statement', 'job_queue_guard',
     'workflow_steps_guard', '_organization_members_changed', 'run_history',
-    '_workflow_events_guard', 'complete_and_claim']::name[],
-    'schema workflow holds the 29 functions listed here, and no other');
+    '_workflow_events_guard', 'complete_and_claim', 'send_event', 'fire_timers',
+    '_run_moves']::name[],
+    'schema workflow holds the 32 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 29,
-          'schema workflow holds 29 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 32,
+          'schema workflow holds 32 functions (no overloads besides the list)');
 
--- 29 functions x 4 roles
+-- 32 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -175,7 +180,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 29 functions x PUBLIC
+-- 32 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -205,11 +210,13 @@ $$, $$ VALUES
     ('fail_jobs', 'workflow_worker', 'EXECUTE', false),
     ('release_job', 'workflow_worker', 'EXECUTE', false),
     ('reap_expired', 'workflow_worker', 'EXECUTE', false),
+    ('fire_timers', 'workflow_worker', 'EXECUTE', false),
     ('enqueue', 'workflow_client', 'EXECUTE', false),
     ('start_run', 'workflow_client', 'EXECUTE', false),
     ('complete_external_step', 'workflow_client', 'EXECUTE', false),
     ('cancel_job', 'workflow_client', 'EXECUTE', false),
     ('cancel_run', 'workflow_client', 'EXECUTE', false),
+    ('send_event', 'workflow_client', 'EXECUTE', false),
     ('run_counters', 'workflow_client', 'EXECUTE', false),
     ('run_counters', 'workflow_reader', 'EXECUTE', false),
     ('run_history', 'workflow_client', 'EXECUTE', false),
@@ -251,14 +258,15 @@ CREATE TABLE wf_tap.tbl (n int PRIMARY KEY, tname name NOT NULL);
 INSERT INTO wf_tap.tbl VALUES
     (1, 'job_queue'), (2, 'workflow_runs'), (3, 'workflow_steps'),
     (4, 'workflow_step_dependencies'), (5, 'workflow_run_counters'),
-    (6, 'organization_members'), (7, 'workflow_events');
+    (6, 'organization_members'), (7, 'workflow_events'), (8, 'event_inbox');
 
 SELECT tables_are('workflow', ARRAY[
     'job_queue', 'workflow_runs', 'workflow_steps', 'workflow_step_dependencies',
-    'workflow_run_counters', 'organization_members', 'workflow_events']::name[],
-    'schema workflow holds the seven tables listed here, and no other');
+    'workflow_run_counters', 'organization_members', 'workflow_events',
+    'event_inbox']::name[],
+    'schema workflow holds the eight tables listed here, and no other');
 
--- 7 tables x 4 roles: the reader SELECTs; the admin too, through
+-- 8 tables x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
 SELECT table_privs_are('workflow', t.tname, r.role,
            CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
@@ -269,7 +277,7 @@ SELECT table_privs_are('workflow', t.tname, r.role,
   FROM wf_tap.tbl t CROSS JOIN wf_tap.roles r
  ORDER BY t.n, r.n;
 
--- 7 tables x PUBLIC
+-- 8 tables x PUBLIC
 SELECT table_privs_are('workflow', t.tname, 'public', ARRAY[]::name[],
            format('PUBLIC holds no privilege on workflow.%s', t.tname))
   FROM wf_tap.tbl t ORDER BY t.n;
@@ -299,6 +307,7 @@ $$, $$ VALUES
     ('workflow_run_counters', 'workflow_reader', 'SELECT', false),
     ('organization_members', 'workflow_reader', 'SELECT', false),
     ('workflow_events', 'workflow_reader', 'SELECT', false),
+    ('event_inbox', 'workflow_reader', 'SELECT', false),
     ('run_overview', 'workflow_reader', 'SELECT', false),
     ('queue_stats', 'workflow_reader', 'SELECT', false),
     ('step_timeline', 'workflow_reader', 'SELECT', false)

@@ -300,8 +300,8 @@ SELECT is(:'updated_from'::text, '1.0', 'the second database was installed at 1.
 SELECT is(:'updated_to'::text, (SELECT default_version::text FROM pg_catalog.pg_available_extensions
                            WHERE name = 'workflow'),
           'ALTER EXTENSION UPDATE took the second database to the default version');
-SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.5',
-          'this database was installed fresh at 1.5');
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.6',
+          'this database was installed fresh at 1.6');
 
 -- The descriptions are not empty and name every member.
 SELECT is((SELECT count(*) FROM wf_tap.fresh WHERE kind = 'member'),
@@ -314,9 +314,9 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 71, column 124, comment 10, config_dump 8, constraint 11, enum 5, extension 1, '
-          'function 29, index 19, init_privs 41, member 45, policy 7, relation 30, rule 3, '
-          'schema 1, sequence 1, trigger 6, type 30',
+          'acl 77, column 139, comment 13, config_dump 9, constraint 13, enum 5, extension 1, '
+          'function 32, index 24, init_privs 45, member 49, policy 8, relation 36, rule 3, '
+          'schema 1, sequence 1, trigger 6, type 32',
           'the fresh description: so many facts of each kind');
 
 -- Kind by kind: what the updated install has that the fresh one lacks is

@@ -396,6 +396,56 @@ def run_document(path, dbname, counts):
     admin(f'DROP DATABASE IF EXISTS "{dbname}"')
 
 
+def documented_run_moves(path):
+    """The rows of the table under "### The run state machine": (from, to,
+    call), with "(new)" as None and the backticks dropped."""
+    rows = set()
+    inside = False
+    for line in path.read_text().splitlines():
+        if line.startswith("### "):
+            inside = line.strip() == "### The run state machine"
+            continue
+        if not inside or not line.startswith("| ") or line.startswith("| from ") \
+                or line.startswith("| ---"):
+            continue
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3:
+            rows.add((None if cells[0] == "(new)" else cells[0], cells[1], cells[2]))
+    return rows
+
+
+def check_run_moves(counts):
+    """The run state machine of docs/reference.md is the one the code
+    applies: workflow._run_moves(), in a scratch database."""
+    doc = documented_run_moves(DOCUMENTS[0])
+    db = "workflow_doc_moves"
+    admin(f"DROP DATABASE IF EXISTS {db}")
+    admin(f"CREATE DATABASE {db}")
+    try:
+        proc = subprocess.run(psql_base() + ["-d", db, "-A", "-t", "-F", "|", "-c",
+                                             "CREATE EXTENSION workflow",
+                                             "-c", "SELECT coalesce(from_status, '(new)'), "
+                                                   "to_status, call FROM workflow._run_moves()"],
+                              capture_output=True, text=True)
+    finally:
+        admin(f"DROP DATABASE IF EXISTS {db}")
+    code = set()
+    for line in proc.stdout.splitlines():
+        cells = line.split("|")
+        if len(cells) == 3:
+            code.add((None if cells[0] == "(new)" else cells[0], cells[1], cells[2]))
+    if doc and doc == code:
+        counts[0] += 1
+        print(f"ok - the run state machine of docs/reference.md is the code's ({len(code)} moves)")
+    else:
+        counts[1] += 1
+        print("not ok - the run state machine of docs/reference.md differs from workflow._run_moves()")
+        print(f"    only in the document: {sorted(doc - code, key=str)}")
+        print(f"    only in the code:     {sorted(code - doc, key=str)}")
+        if proc.returncode != 0:
+            print(f"    psql: {proc.stderr.strip()}")
+
+
 def main():
     counts = [0, 0]
     roles_before = None
@@ -426,6 +476,11 @@ def main():
                 counts[1] += 1
                 print(f"not ok - role {role} made by {path.relative_to(ROOT)} could not be dropped: "
                       f"{drop.stderr.strip()}")
+    try:
+        check_run_moves(counts)
+    except Exception as e:
+        counts[1] += 1
+        print(f"not ok - the run state machine check: {e!r}")
     print(f"{counts[0]} passed, {counts[1]} failed")
     return 0 if counts[1] == 0 and counts[0] > 0 else 1
 

@@ -1,0 +1,229 @@
+-- The run state machine (1.6): a run in each of the five statuses, each
+-- operation applied to a fresh one (cancel_run, send_event,
+-- complete_external_step, fire_timers, complete_job), and the resulting
+-- status or error; the moves that finish a run or cross between RUNNING
+-- and WAITING_FOR_EXTERNAL, one operation each; every move seen is one
+-- the engine's table, workflow._run_moves(), allows.
+\set VERBOSITY terse
+SET workflow.retry_base_delay_ms = 0;
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+         workflow.workflow_step_dependencies, workflow.event_inbox;
+
+-- mk(status, tag) starts a run and drives it into that status.  Its steps:
+-- j (a job of type rm.<tag>), x (external), e (event "go", timeout 600 s),
+-- z (sleep 600 s).
+--   RUNNING: all four released (j ENQUEUED, z SLEEPING);
+--   WAITING_FOR_EXTERNAL: x and e waiting, j and z behind x;
+--   SUCCEEDED: j completed, x completed, e given its event, z of 0 s;
+--   COMPLETED_WITH_ERRORS: the same with x completed as FAILED;
+--   CANCELED: the RUNNING run, canceled.
+CREATE FUNCTION pg_temp.mk(want text, tag text) RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+    run uuid;
+    j record;
+    steps jsonb;
+BEGIN
+    IF want = 'WAITING_FOR_EXTERNAL' THEN
+        steps := jsonb_build_array(
+            jsonb_build_object('key', 'x', 'kind', 'external'),
+            jsonb_build_object('key', 'e', 'kind', 'event', 'event', 'go', 'wait_timeout_seconds', 600),
+            jsonb_build_object('key', 'j', 'job_type', 'rm.' || tag, 'depends_on', jsonb_build_array('x')),
+            jsonb_build_object('key', 'z', 'kind', 'sleep', 'seconds', 600, 'depends_on', jsonb_build_array('x')));
+    ELSE
+        steps := jsonb_build_array(
+            jsonb_build_object('key', 'j', 'job_type', 'rm.' || tag),
+            jsonb_build_object('key', 'x', 'kind', 'external'),
+            jsonb_build_object('key', 'e', 'kind', 'event', 'event', 'go', 'wait_timeout_seconds', 600),
+            jsonb_build_object('key', 'z', 'kind', 'sleep', 'seconds',
+                               CASE WHEN want IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS') THEN 0 ELSE 600 END));
+    END IF;
+    run := workflow.start_run(jsonb_build_object('name', 'rm.' || tag, 'steps', steps));
+    IF want IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS') THEN
+        SELECT * INTO j FROM workflow.claim('rm-worker', ARRAY['rm.' || tag]);
+        PERFORM workflow.complete_job(j.id, j.lease_token);
+        PERFORM workflow.complete_external_step(run, 'x',
+            CASE want WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END::workflow.step_status);
+        PERFORM workflow.send_event(run, 'go', '{"made": true}');
+    ELSIF want = 'CANCELED' THEN
+        PERFORM workflow.cancel_run(run, 'made canceled');
+    END IF;
+    IF (SELECT status::text FROM workflow.workflow_runs WHERE id = run) IS DISTINCT FROM want THEN
+        RAISE EXCEPTION 'mk(%): the run is %', want,
+            (SELECT status FROM workflow.workflow_runs WHERE id = run);
+    END IF;
+    RETURN run;
+END $$;
+
+-- apply(run, op, tag) applies one operation to a run and returns the run's
+-- status after it (with what the operation reported), or the error's
+-- SQLSTATE and code.
+--   cancel_run: cancel_run(run)
+--   send_event: send_event(run, 'go', ...)
+--   complete_external_step: complete_external_step(run, 'x', 'SUCCEEDED')
+--   fire_timers: the run's timers moved into the past, then fire_timers()
+--   complete_job: j's job claimed (if queued) and completed with its token
+--   (the token of its last claim for a job no longer queued)
+CREATE FUNCTION pg_temp.apply(run uuid, op text, tag text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+    n integer;
+    note text := '';
+    ev workflow.event_inbox;
+BEGIN
+    CASE op
+    WHEN 'cancel_run' THEN
+        PERFORM workflow.cancel_run(run, 'matrix');
+    WHEN 'send_event' THEN
+        ev := workflow.send_event(run, 'go', '{"matrix": true}');
+        note := CASE WHEN ev.consumed_by_step_key IS NULL THEN ' (stored)'
+                     ELSE ' (consumed by ' || ev.consumed_by_step_key || ')' END;
+    WHEN 'complete_external_step' THEN
+        PERFORM workflow.complete_external_step(run, 'x', 'SUCCEEDED');
+    WHEN 'fire_timers' THEN
+        UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
+         WHERE workflow_run_id = run AND wake_at IS NOT NULL;
+        n := workflow.fire_timers();
+        note := ' (fired ' || n || ')';
+    WHEN 'complete_job' THEN
+        SELECT q.id, q.lease_token INTO j FROM workflow.claim('rm-worker', ARRAY['rm.' || tag]) q;
+        IF j.id IS NULL THEN
+            SELECT q.id, q.lease_token INTO j FROM workflow.job_queue q
+              JOIN workflow.workflow_steps s ON s.job_id = q.id
+             WHERE s.workflow_run_id = run AND s.step_key = 'j';
+        END IF;
+        IF j.id IS NULL THEN
+            RETURN 'no job';
+        END IF;
+        -- a job that was never claimed has no token: any token will do
+        PERFORM workflow.complete_job(j.id, coalesce(j.lease_token, workflow.uuid_v7()));
+    END CASE;
+    RETURN (SELECT status::text FROM workflow.workflow_runs WHERE id = run) || note;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || split_part(SQLERRM, ':', 1);
+END $$;
+
+CREATE TEMP TABLE matrix (from_status text, op text, tag text, run uuid, result text,
+                          to_status text, steps text, n serial);
+CREATE TEMP TABLE ops (op text, o integer);
+INSERT INTO ops VALUES ('cancel_run', 1), ('send_event', 2), ('complete_external_step', 3),
+                       ('fire_timers', 4), ('complete_job', 5);
+
+-- 1. Every status against every operation, one fresh run per cell; each
+-- run made, and each operation applied, in a transaction of its own.
+INSERT INTO matrix (from_status, op, tag)
+SELECT s.status::text, o.op, lower(left(s.status::text, 4)) || '.' || o.o
+  FROM unnest(enum_range(NULL::workflow.run_status)) WITH ORDINALITY AS s(status, so)
+ CROSS JOIN ops o
+ ORDER BY s.so, o.o;
+SELECT format('UPDATE matrix SET run = pg_temp.mk(%L, %L) WHERE n = %s', from_status, tag, n)
+  FROM matrix ORDER BY n \gexec
+-- the timers of the runs stay in the future until an operation moves them
+SELECT count(*) AS due_timers FROM workflow.workflow_steps WHERE wake_at <= now();
+SELECT format('UPDATE matrix SET result = pg_temp.apply(run, op, tag) WHERE n = %s', n)
+  FROM matrix ORDER BY n \gexec
+UPDATE matrix m SET to_status = r.status::text,
+       steps = (SELECT string_agg(s.step_key || '=' || s.status, ' ' ORDER BY s.step_key)
+                  FROM workflow.workflow_steps s WHERE s.workflow_run_id = m.run)
+  FROM workflow.workflow_runs r WHERE r.id = m.run;
+SELECT from_status, op, result, steps FROM matrix ORDER BY n;
+
+-- 2. The moves that cross or finish, each by one operation on a run
+-- whose other steps make it the deciding one.
+CREATE TEMP TABLE moves (label text, def jsonb, prepare text, op text, run uuid,
+                         from_status text, result text, n serial);
+INSERT INTO moves (label, def, op) VALUES
+  ('last job', '{"steps": [{"key": "j", "job_type": "rm.mv1"}]}', 'complete_job'),
+  ('job, then a wait', '{"steps": [{"key": "j", "job_type": "rm.mv2"}, {"key": "x", "kind": "external"}]}', 'complete_job'),
+  ('last sleep', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600}]}', 'fire_timers'),
+  ('sleep, then a wait', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600},
+                                     {"key": "e", "kind": "event", "event": "go"}]}', 'fire_timers'),
+  ('sleep releases a job', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600},
+                                       {"key": "j", "job_type": "rm.mv5", "depends_on": ["z"]}]}', 'fire_timers'),
+  ('last wait timed out', '{"steps": [{"key": "e", "kind": "event", "event": "go", "wait_timeout_seconds": 60}]}', 'fire_timers'),
+  ('timeout releases a job', '{"steps": [{"key": "e", "kind": "event", "event": "go", "wait_timeout_seconds": 60},
+                                         {"key": "j", "job_type": "rm.mv7", "depends_on": [{"step": "e", "release": "on_terminal"}]}]}', 'fire_timers'),
+  ('a wait times out as the last sleep wakes', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600},
+                                                         {"key": "e", "kind": "event", "event": "go", "wait_timeout_seconds": 60}]}', 'fire_timers'),
+  ('last wait given its event', '{"steps": [{"key": "e", "kind": "event", "event": "go"}]}', 'send_event'),
+  ('event releases a sleep', '{"steps": [{"key": "e", "kind": "event", "event": "go"},
+                                         {"key": "z", "kind": "sleep", "seconds": 600, "depends_on": ["e"]}]}', 'send_event'),
+  ('event, another wait left', '{"steps": [{"key": "e", "kind": "event", "event": "go"},
+                                           {"key": "x", "kind": "external"}]}', 'send_event'),
+  ('last external', '{"steps": [{"key": "x", "kind": "external"}]}', 'complete_external_step'),
+  ('external releases an event wait', '{"steps": [{"key": "x", "kind": "external"},
+                                                  {"key": "e", "kind": "event", "event": "go", "depends_on": ["x"]}]}', 'complete_external_step'),
+  ('external releases a job', '{"steps": [{"key": "x", "kind": "external"},
+                                          {"key": "j", "job_type": "rm.mv14", "depends_on": ["x"]}]}', 'complete_external_step'),
+  ('cancel a sleeping run', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600}]}', 'cancel_run'),
+  ('cancel a waiting run', '{"steps": [{"key": "e", "kind": "event", "event": "go"}]}', 'cancel_run');
+UPDATE moves SET run = workflow.start_run(def || jsonb_build_object('name', 'rm.' || label));
+UPDATE moves m SET from_status = r.status::text FROM workflow.workflow_runs r WHERE r.id = m.run;
+SELECT format('UPDATE moves SET result = pg_temp.apply(run, op, ''mv'' || n) WHERE n = %s', n)
+  FROM moves ORDER BY n \gexec
+SELECT label, op, from_status, result,
+       (SELECT string_agg(s.step_key || '=' || s.status, ' ' ORDER BY s.step_key)
+          FROM workflow.workflow_steps s WHERE s.workflow_run_id = m.run) AS steps
+  FROM moves m ORDER BY n;
+
+-- 3. A run whose steps all finish inside start_run: it enters RUNNING and
+-- leaves it for SUCCEEDED in the same call (its history shows both).
+SELECT workflow.start_run('{"name": "rm.instant", "steps": [
+    {"key": "z", "kind": "sleep", "seconds": 0},
+    {"key": "y", "kind": "sleep", "until": "2000-01-01T00:00:00Z", "depends_on": ["z"]}]}') AS instant \gset
+SELECT status, finished_at IS NOT NULL AS finished FROM workflow.workflow_runs WHERE id = :'instant';
+SELECT event_type, detail FROM workflow.run_history(:'instant') WHERE step_key IS NULL ORDER BY id;
+
+-- 4. The engine's table of moves.
+SELECT * FROM workflow._run_moves() ORDER BY 1, 2, 3;
+-- every move seen above is in it, the calls that change steps under
+-- "step change" (no rows: none missing)
+SELECT DISTINCT seen.from_status, seen.to_status, seen.op
+  FROM (SELECT from_status, to_status, op FROM matrix
+        UNION ALL
+        SELECT m.from_status, r.status::text, m.op FROM moves m JOIN workflow.workflow_runs r ON r.id = m.run
+        UNION ALL
+        SELECT detail ->> 'from', detail ->> 'to', 'step change'
+          FROM workflow.run_history(:'instant') WHERE event_type = 'run_status_changed'
+        UNION ALL
+        SELECT NULL, detail ->> 'status', 'start_run'
+          FROM workflow.workflow_events
+                  WHERE event_type = 'run_started'
+                    AND workflow_run_id IN (SELECT id FROM workflow.workflow_runs)) seen
+ WHERE seen.from_status IS DISTINCT FROM seen.to_status
+   AND NOT EXISTS (SELECT FROM workflow._run_moves() t
+                    WHERE t.from_status IS NOT DISTINCT FROM seen.from_status
+                      AND t.to_status = seen.to_status
+                      AND t.call = CASE WHEN seen.op IN ('cancel_run', 'start_run') THEN seen.op
+                                        ELSE 'step change' END)
+ ORDER BY 1, 2, 3;
+-- and every move of the table was seen (the rows: the moves not seen)
+SELECT t.* FROM workflow._run_moves() t
+ WHERE NOT EXISTS (
+    SELECT FROM (SELECT from_status, to_status, op FROM matrix
+                 UNION ALL
+                 SELECT m.from_status, r.status::text, m.op FROM moves m
+                   JOIN workflow.workflow_runs r ON r.id = m.run
+                 UNION ALL
+                 SELECT NULL, detail ->> 'status', 'start_run'
+                   FROM workflow.workflow_events
+                  WHERE event_type = 'run_started'
+                    AND workflow_run_id IN (SELECT id FROM workflow.workflow_runs)) seen
+     WHERE t.from_status IS NOT DISTINCT FROM seen.from_status AND t.to_status = seen.to_status
+       AND t.call = CASE WHEN seen.op IN ('cancel_run', 'start_run') THEN seen.op ELSE 'step change' END)
+ ORDER BY 1, 2, 3;
+-- no move out of a terminal status, none into RUNNING or
+-- WAITING_FOR_EXTERNAL other than between the two and from start_run
+SELECT * FROM workflow._run_moves()
+ WHERE from_status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED') AND to_status <> from_status
+ ORDER BY 1, 2, 3;
+-- the table is the superuser's alone
+SELECT has_function_privilege(r, 'workflow._run_moves()', 'EXECUTE') AS may_execute, r AS role
+  FROM unnest(ARRAY['workflow_worker', 'workflow_client', 'workflow_reader', 'workflow_admin']) r
+ ORDER BY r;
+
+SELECT * FROM workflow.verify();
+
+-- the files that follow truncate the runs but not the inbox: leave none of
+-- this file's rows behind
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+         workflow.workflow_step_dependencies, workflow.event_inbox;
