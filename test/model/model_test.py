@@ -2939,8 +2939,8 @@ class ExampleRun:
             bad(f"history: {show_event(late[0])} after the run's terminal event: send_event"
                 " stored an event in a run that was finishing")
         if (ends != 1 or status != run["status"] or last is None or (not started_done and (
-                last["step_key"] is not None
-                or last["event_type"] not in ("run_status_changed", "run_canceled")))):
+                last["step_key"] is not None or (last["event_type"] not in (
+                    "run_status_changed", "run_canceled") and not late)))):
             bad(f"history: the run's events end in {status} ({ends} terminal), the last event is "
                 + (f"{last['step_key'] or 'run'} {last['event_type']}" if last else "none")
                 + f"; the run is {run['status']}")
