@@ -25,7 +25,9 @@ repeated identically (the first row comes back) or with another payload
 superuser sets wake_at one second into the past, then workflow.fire_timers
 (batch sizes of 1, 2, all or 1000) fires them; workers also call
 fire_timers now and then, which wakes the sleeps of 1 or 2 seconds by
-themselves.  A few job steps carry start_after_seconds 0.  So the final
+themselves.  A few job steps carry start_after_seconds: 0, or a delay the
+test ends by moving the job's run_at into the past (checking that it was
+the release time plus the delay), as it does for wake times.  So the final
 state does not depend on the interleaving, and a reference model written
 here, in pure Python, predicts it: every step's status, reason, error code, output, attempts, job count
 and dependency counters, the run's status, counters and result, and the
@@ -45,17 +47,18 @@ Three blocks of examples:
               sends events (each step's in order), moves and fires timers
               (a random set, a batch size that may leave some: nothing
               else of organization A may be due, fire_timers must return
-              how many it fired), in a random order among its other
-              calls; the lockstep model predicts which waiting step every
-              event completes (the first of its name by (released_at,
-              id): in one run in three the root event steps, which
-              start_run releases together, and one later step share a
-              name), which buffered event a released step consumes (the
-              oldest), what send_event returns (its row as the call leaves
-              it, a repeat's first row, event_conflict, run_already_terminal
-              to a finished run) and which steps have a wake time.  An
-              event step left waiting because another step of its name
-              took its event gets one more.
+              how many it fired) and ends job delays (until then claims
+              must not return those jobs), in a random order among its
+              other calls; the lockstep model predicts which waiting step
+              every event completes (the first of its name by
+              (released_at, id): in one run in three the root event
+              steps, which start_run releases together, and one later
+              step share a name), which buffered event a released step
+              consumes (the oldest), what send_event returns (its row as
+              the call leaves it, a repeat's first row, event_conflict,
+              run_already_terminal to a finished run) and which steps have
+              a wake time.  An event step left waiting because another
+              step of its name took its event gets one more.
   concurrent  3 or 4 worker threads (claim, complete_job / fail_job /
               release_job / cancel_job and the batch forms complete_jobs /
               fail_jobs; two completions in five by complete_and_claim,
@@ -64,7 +67,8 @@ Three blocks of examples:
               Plus a sender thread (each event step's sends in order, each
               when it is due) and a timer thread (moves the wake time of
               sleeping steps and of waiting steps whose plan is to time
-              out, at random moments, and calls fire_timers); sends that
+              out, at random moments, and calls fire_timers; ends job
+              delays the same way); sends that
               find the run finished must get run_already_terminal, and the
               run must be finished.
   cancel      as concurrent, plus a thread that calls cancel_run on some
@@ -330,7 +334,7 @@ class Step:
     ext: tuple           # external: (status, repeats)
     sleep: tuple = ()    # sleep: ("seconds", n) or ("until", text)
     event: tuple = ()    # event: (name or None, wait_timeout or None, plan, sends)
-    start_after: object = None  # job: start_after_seconds (0 only: due at once)
+    start_after: object = None  # job: start_after_seconds, or None
 
     # event steps: plan "receive" (the first event sent is consumed) or
     # "timeout" (no event before the test moves its wake time: FAILED);
@@ -479,6 +483,13 @@ def event_spec(r, key, seq):
     return (name, timeout, plan, tuple(sends))
 
 
+def delay_spec(r, seq):
+    """A job step's start_after_seconds: 0 (due at once), or a delay the
+    test ends by moving the job's run_at (1 second, outside the sequential
+    block, may also end by itself)."""
+    return r.choice((0, 3600, MAX_WAIT) if seq else (0, 1, 3600, MAX_WAIT))
+
+
 def event_payload(step, j, variant, other=False):
     """The payload of send j of an event step (None: SQL NULL); other: the
     payload of a conflicting repeat."""
@@ -512,7 +523,7 @@ def bulk_steps(n, bulk_seed, ntypes, seq=False):
             script = tuple((1 if r.random() < 0.08 else 0,
                             r.choices(("S", "FR", "FN", "E", "C"), (84, 8, 3, 4, 1))[0])
                            for _ in range(max_attempts))
-            after = 0 if r.random() < 0.05 else None
+            after = delay_spec(r, seq) if r.random() < 0.06 else None
         elif kind == "external":
             ext = (r.choices(("SUCCEEDED", "FAILED", "CANCELED"), (88, 9, 3))[0], r.randint(0, 2))
         elif kind == "sleep":
@@ -552,7 +563,8 @@ def dag_strategy(draw, ntypes, seq=False):
                 script = tuple((1 if draw(st.integers(0, 9)) == 9 else 0,
                                 outcome_from(draw(st.integers(0, 19))))
                                for _ in range(max_attempts))
-                after = 0 if draw(st.integers(0, 15)) == 15 else None
+                after = delay_spec(random.Random(draw(st.integers(0, 2 ** 32 - 1))), seq) \
+                    if draw(st.integers(0, 15)) == 15 else None
             elif kind == "external":
                 ext = (ext_from(draw(st.integers(0, 9))), draw(st.integers(0, 2)))
             elif kind == "sleep":
@@ -984,6 +996,7 @@ class RunModel:
         self.wait_no = {}       # waiting event step -> the call that released it
         self.calls = 0          # engine calls so far (sync counts them)
         self.step_ids = {}      # step -> its id, for the order (released_at, id)
+        self.delayed = set()    # job steps whose job is not due (start_after_seconds)
         # start_run: the run's first status counts its root sleeps whose wake
         # time is past as sleeping; they wake (and cascade) in the same call,
         # after run_started
@@ -1004,6 +1017,8 @@ class RunModel:
         if step.kind == "job":
             self.status[i] = "ENQUEUED"
             self.job_status[i] = "QUEUED"
+            if step.start_after:
+                self.delayed.add(i)
         elif step.kind == "sleep":
             self.trace[i].append(ev_sleeping())
             if step.sleeps_at_once() and self.deferred is not None:
@@ -2159,6 +2174,40 @@ class ExampleRun:
         for d in sorted({d for d, _ in fired}):
             self.sync(cur, d, "fire_timers")
 
+    def undelay(self, steps):
+        """As the superuser: the run_at of these steps' queued jobs, which
+        start_after_seconds put in the future, into the past; checks that it
+        was the release time plus start_after_seconds.  Returns the steps."""
+        r = self.call(self.h.cursor_as("su"), "move run_at", "WITH old AS (SELECT j.id,"
+                      " j.run_at - s.released_at AS delta, s.id AS step FROM workflow.job_queue j"
+                      " JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id"
+                      " WHERE s.id = ANY (%s::uuid[]) AND j.status = 'QUEUED'"
+                      " AND j.run_at > now()) UPDATE workflow.job_queue j SET run_at = now() -"
+                      " interval '1 second' FROM old WHERE j.id = old.id AND j.status = 'QUEUED'"
+                      " RETURNING old.step, extract(epoch FROM old.delta)::float8 AS delta",
+                      ([self.step_id[x] for x in steps],))
+        if not r.ok:
+            self.unexpected(r, "moving run_at back")
+            return []
+        out = []
+        for row in r.rows:
+            d, i = self.step_of[row["step"]]
+            want = self.ex.dags[d].steps[i].start_after
+            if abs(row["delta"] - want) > 1:
+                self.problem(f"{self.key(d, i)}: its job's run_at is the release time plus"
+                             f" {row['delta']} s, start_after_seconds {want}")
+            out.append((d, i))
+        self.inc("delays_ended", len(out))
+        return out
+
+    def seq_undelay(self, cur, d, i):
+        """Ends a job step's delay: before, the claims did not see it."""
+        self.last_event = f"run_at of {self.key(d, i)} moved"
+        if self.undelay([(d, i)]) != [(d, i)]:
+            self.problem(f"the delayed job of {self.key(d, i)} is not QUEUED with a future run_at")
+            raise Diverged()
+        self.models[d].delayed.discard(i)
+
     def probe_not_external(self, cur, rng):
         """complete_external_step on a sleep or event step."""
         steps = [(d, i) for d, dag in enumerate(self.ex.dags) for i, s in enumerate(dag.steps)
@@ -2210,12 +2259,15 @@ class ExampleRun:
                            for i, s in enumerate(m.status) if s == "WAITING_FOR_EXTERNAL"
                            and self.ex.dags[d].steps[i].kind == "external"]
                 queued = [(d, i) for d, m in enumerate(self.models)
-                          for i, s in enumerate(m.status) if s == "ENQUEUED"]
+                          for i, s in enumerate(m.status) if s == "ENQUEUED"
+                          and i not in m.delayed]
+                delayed = [(d, i) for d, m in enumerate(self.models) for i in m.delayed
+                           if m.status[i] == "ENQUEUED"]
                 sends = [(d, i) for d, i in senders
                          if self.next_send(d, i, self.models[d].status[i])]
                 timers = [(d, i) for d, i in timed
                           if self.timer_due(d, i, self.models[d].status[i])]
-                if not waiting and not queued and not sends and not timers:
+                if not waiting and not queued and not sends and not timers and not delayed:
                     # an event step whose name another step's event went to
                     stuck = [(d, i) for d, i in timed if self.models[d].status[i]
                              == "WAITING_FOR_EXTERNAL"]
@@ -2224,8 +2276,11 @@ class ExampleRun:
                     self.seq_rescue(client, *stuck[0])
                     continue
                 what = rng.choice(["claim"] * 3 * bool(queued) + ["ext"] * bool(waiting)
-                                  + ["send"] * bool(sends) + ["fire"] * bool(timers))
-                if what == "send":
+                                  + ["send"] * bool(sends) + ["fire"] * bool(timers)
+                                  + ["undelay"] * bool(delayed))
+                if what == "undelay":
+                    self.seq_undelay(cur, *rng.choice(delayed))
+                elif what == "send":
                     self.seq_send(client, *rng.choice(sends))
                 elif what == "fire":
                     self.seq_fire(cur, timers, rng)
@@ -2276,6 +2331,10 @@ class ExampleRun:
                 self.problem(f"claim returned a job of another example: {row['id']}")
                 raise Diverged()
             d, i = loc
+            if i in self.models[d].delayed:
+                self.problem(f"claim returned the job of {self.key(d, i)} before its"
+                             f" start_after_seconds ({self.ex.dags[d].steps[i].start_after}) ran out")
+                raise Diverged()
             self.model_event(d, i, "claim", row["attempt"])
             if row["attempt"] != self.models[d].attempts[i]:
                 self.problem(f"claim of {self.key(d, i)}: attempt {row['attempt']},"
@@ -2352,7 +2411,7 @@ class ExampleRun:
             threads.append(threading.Thread(target=self.guard, args=(self.completer_loop, c),
                                             name=f"x{c}"))
         if any(s.kind == "sleep" or (s.kind == "event" and s.event[2] == "timeout")
-               for dag in ex.dags for s in dag.steps):
+               or s.start_after for dag in ex.dags for s in dag.steps):
             threads.append(threading.Thread(target=self.guard, args=(self.timer_loop, 0),
                                             name="t"))
         if any(s.kind == "event" and s.event[3] for dag in ex.dags for s in dag.steps):
@@ -2530,6 +2589,7 @@ class ExampleRun:
         cur = self.h.cursor_as(WORKER_ROLE)
         su = self.h.cursor_as("su")
         rng = random.Random(self.ex.seed * 47)
+        self.delays = any(s.start_after for dag in self.ex.dags for s in dag.steps)
         while not self.stop.is_set():
             time.sleep(0.004 + rng.random() * 0.008)
             ids = [rid for rid in self.run_ids if rid is not None]
@@ -2541,6 +2601,14 @@ class ExampleRun:
                 loc = self.step_of.get(row["id"])
                 if loc is not None and self.timer_due(*loc, row["s"]) and rng.random() < 0.5:
                     due.append(loc)
+            if self.delays and rng.random() < 0.5:
+                r = self.call(su, "delayed jobs", "SELECT workflow_step_id AS id FROM"
+                              " workflow.job_queue WHERE workflow_run_id = ANY (%s::uuid[])"
+                              " AND status = 'QUEUED' AND run_at > now()", (ids,))
+                late = [self.step_of[row["id"]] for row in r.rows or []
+                        if row["id"] in self.step_of]
+                if late:
+                    self.undelay(late)
             if not due:
                 continue
             moved = self.move_wake(due)
@@ -3393,7 +3461,8 @@ def main():
               f" ({total['consumed_by_other']} events the first waiting step of the name took),"
               f" {total['inbox_rows']} inbox events checked,"
               f" {total['not_external_probes']} complete_external_step calls on sleep and event"
-              f" steps")
+              f" steps, {total['delays_ended']} job delays (start_after_seconds) ended by moving"
+              f" run_at")
         print(f"# tenants: engine calls as {WORKER_ROLE} and {CLIENT_ROLE} (organization A),"
               f" {total['foreign_runs']} runs of organization B started by the superuser"
               f" ({total['foreign_jobs']} jobs of the examples' own job types, queued ahead of"
