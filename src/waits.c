@@ -31,6 +31,22 @@
 #include "workflow.h"
 
 /*
+ * WfReadSettledStep reads row of the last SPI result, whose first columns
+ * are a step's id, run id and counter shard, into *step: the step left
+ * counter from, and succeeded (else FAILED).
+ */
+void
+WfReadSettledStep(uint64 row, WfCounter from, bool succeeded,
+				  WfSettledStep *step)
+{
+	WfResultUuid(row, 1, &step->step_id);
+	WfResultUuid(row, 2, &step->run_id);
+	step->shard = (int16) WfResultInt32(row, 3);
+	step->from = from;
+	step->succeeded = succeeded;
+}
+
+/*
  * WfWakeDueSleeps wakes those of the given SLEEPING steps whose wake time
  * is past: SUCCEEDED, with their step_woken events.  Fills settled and
  * returns how many.
@@ -68,13 +84,7 @@ WfWakeDueSleeps(const pg_uuid_t *ids, int n, WfSettledStep *settled)
 	WfExecuteAsEngine(&plan, sql, 2, types, values, NULL);
 	nwoken = SPI_processed;
 	for (uint64 i = 0; i < nwoken; i++)
-	{
-		WfResultUuid(i, 1, &settled[i].step_id);
-		WfResultUuid(i, 2, &settled[i].run_id);
-		settled[i].shard = (int16) WfResultInt32(i, 3);
-		settled[i].from = WF_COUNT_ACTIVE;
-		settled[i].succeeded = true;
-	}
+		WfReadSettledStep(i, WF_COUNT_ACTIVE, true, &settled[i]);
 	pfree(ids_d);
 	return (int) nwoken;
 }
@@ -167,11 +177,7 @@ WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 	WfExecuteAsEngine(&plan, sql, 3, types, values, NULL);
 	if (SPI_processed == 0)
 		return false;
-	WfResultUuid(0, 1, &settled->step_id);
-	WfResultUuid(0, 2, &settled->run_id);
-	settled->shard = (int16) WfResultInt32(0, 3);
-	settled->from = WF_COUNT_WAITING;
-	settled->succeeded = true;
+	WfReadSettledStep(0, WF_COUNT_WAITING, true, settled);
 	return true;
 }
 
