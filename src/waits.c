@@ -158,9 +158,18 @@ WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 			   WfSettledStep *settled)
 {
 	static SPIPlanPtr plan = NULL;
+	/*
+	 * The run and name in the lookup keep the partial index of unconsumed
+	 * events on its leading columns, should the planner take it rather
+	 * than the primary key (as it does when statistics say the inbox holds
+	 * few unconsumed events).
+	 */
 	static const char *sql = CONSUME_EVENT_SQL(
-		"SELECT i.id, i.payload FROM workflow.event_inbox i"
-		"  WHERE i.id" OP("=") "$3 AND i.consumed_at IS NULL");
+		"SELECT i.id, i.payload FROM workflow.event_inbox i, w"
+		"  WHERE i.id" OP("=") "$3"
+		"  AND i.workflow_run_id" OP("=") "w.workflow_run_id"
+		"  AND i.event_name" OP("=") "w.event_name"
+		"  AND i.consumed_at IS NULL");
 	static const Oid types[3] = {UUIDOID, BOOLOID, UUIDOID};
 	Datum		values[3];
 	pg_uuid_t	oldest;
