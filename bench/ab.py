@@ -22,7 +22,11 @@ Each measurement: the queue filled beforehand (untimed), VACUUM of the queue
 tables, pgbench -T; the rate is the jobs or steps that succeeded over
 pgbench's duration.  Repetition r runs every workload on A then B (B then A
 when r is even).  The result is the median, over the repetitions, of B / A
-within each repetition, next to each side's median and range.
+within each repetition, next to each side's median and range.  Each
+measurement also reads the CPU time of the backends that exited during it
+(the postmaster's cutime + cstime): the workers' backends, and with
+--no-autovacuum nothing else; per job or step it is far less sensitive to
+the load of a shared machine than the rate.
 
 Output: DIR/raw.csv (every measurement), DIR/table.md.
 """
@@ -50,8 +54,16 @@ def run(cmd, **kw):
     return p.stdout
 
 
+def reaped_cpu(pm):
+    """CPU seconds of the postmaster's children that exited and were
+    reaped (its cutime + cstime, /proc/PID/stat fields 16 and 17)."""
+    with open("/proc/%d/stat" % pm) as f:
+        w = f.read().rsplit(")", 1)[1].split()
+    return (int(w[13]) + int(w[14])) / os.sysconf("SC_CLK_TCK")
+
+
 class Side:
-    def __init__(self, name, pg_config, root, port, scripts):
+    def __init__(self, name, pg_config, root, port, scripts, autovacuum=True):
         self.name = name
         self.bindir = run([pg_config, "--bindir"]).strip()
         self.version = run([pg_config, "--version"]).strip()
@@ -68,6 +80,8 @@ class Side:
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write("\n# bench/ab.py\nlisten_addresses = ''\nunix_socket_directories = '%s'\n"
                     "port = %d\n" % (self.dir, port))
+            if not autovacuum:
+                f.write("autovacuum = off\n")
         run(self.as_pg + [self.bindir + "/pg_ctl", "-D", self.data, "-l",
                           os.path.join(self.dir, "server.log"), "-w", "start"])
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
@@ -78,6 +92,8 @@ class Side:
              os.path.join(scripts, "setup.sql")], env=self.env)
         self.ext = self.sql("wf", "SELECT extversion FROM pg_extension"
                                   " WHERE extname = 'workflow'")[0]
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            self.pm = int(f.readline())
 
     def stop(self):
         subprocess.run(self.as_pg + [self.bindir + "/pg_ctl", "-D", self.data, "-m", "fast",
@@ -124,6 +140,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--only", help="comma-separated workloads")
+    ap.add_argument("--no-autovacuum", action="store_true",
+                    help="autovacuum = off on both sides (each measurement still starts after"
+                         " a VACUUM), so that the CPU of the exited backends is the workers'")
     args = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     root = tempfile.mkdtemp(prefix="workflow-ab.")
@@ -140,14 +159,17 @@ def main():
     work = [w for w in WORKLOADS if not args.only or w[0] in args.only.split(",")]
     sides = []
     try:
-        sides = [Side("A", args.a, root, 5441, scripts), Side("B", args.b, root, 5442, scripts)]
+        av = not args.no_autovacuum
+        sides = [Side("A", args.a, root, 5441, scripts, av),
+                 Side("B", args.b, root, 5442, scripts, av)]
         for s in sides:
             print("%s: %s, extension %s (%s)" % (s.name, s.version, s.ext, s.bindir), flush=True)
             s.sql("wf", "SELECT bench.put_def('pairs10', bench.def_pairs(10, 'ab.pairs'))")
             s.sql("wf", "SELECT bench.put_def('chain1000', bench.def_chain(1000, 'ab.chain'))")
         raw = open(os.path.join(args.out, "raw.csv"), "w", newline="")
         w = csv.writer(raw)
-        w.writerow(["workload", "rep", "side", "extension", "value", "unit", "done", "seconds"])
+        w.writerow(["workload", "rep", "side", "extension", "value", "unit", "done", "seconds",
+                    "backend_us_per_unit"])
         est = {}
         vals = {}
         t0 = time.time()
@@ -179,10 +201,14 @@ def main():
                                         " generate_series(1, %d) WHERE name = '%s'"
                                   % (math.ceil((need - have) / size), name))
                     s.sql("wf", "VACUUM workflow.job_queue, workflow.workflow_steps")
+                    time.sleep(0.3)     # the sessions of the fill exit and are reaped
                     done0 = s.count("SELECT count(*) FROM workflow.job_queue WHERE job_type ="
                                     " '%s' AND status = 'SUCCEEDED'" % jt)
+                    cpu0 = reaped_cpu(s.pm)
                     secs = s.pgbench(script, clients, duration=args.duration,
                                      defines=dict(jt=jt, idle_us=IDLE_US, batch=BATCH))
+                    time.sleep(0.3)     # the workers' backends exit and are reaped
+                    cpu = reaped_cpu(s.pm) - cpu0
                     # a claim whose complete failed (40001) leaves a job RUNNING
                     for jid, tok in (l.split("|") for l in s.sql(
                             "wf", "SELECT id, lease_token FROM workflow.job_queue WHERE"
@@ -192,31 +218,42 @@ def main():
                                    " '%s' AND status = 'SUCCEEDED'" % jt) - done0
                     rate = done / secs
                     est[key] = max(est.get(key, 0), rate)
+                    us = cpu / done * 1e6 if done else 0.0
                     vals[(key, rep, s.name)] = rate
-                    w.writerow([key, rep, s.name, s.ext, "%.3f" % rate, unit, done, "%.3f" % secs])
+                    vals[(key, rep, s.name, "cpu")] = us
+                    w.writerow([key, rep, s.name, s.ext, "%.3f" % rate, unit, done, "%.3f" % secs,
+                                "%.1f" % us])
                     raw.flush()
-                    print("[%4.0f s] %s rep %d %s (%s): %.0f %s" % (
-                        time.time() - t0, key, rep, s.name, s.ext, rate, unit), flush=True)
+                    print("[%4.0f s] %s rep %d %s (%s): %.0f %s, %.1f us of backend CPU each" % (
+                        time.time() - t0, key, rep, s.name, s.ext, rate, unit, us), flush=True)
         raw.close()
         lines = ["| workload | A (%s): median, range | B (%s): median, range | B / A, median of"
-                 " the repetitions (range) |" % (sides[0].ext, sides[1].ext),
-                 "|---|---|---|---|"]
+                 " the repetitions (range) | backend CPU per job or step, A / B (median) | B / A"
+                 " of the CPU, median of the repetitions (range) |" % (sides[0].ext, sides[1].ext),
+                 "|---|---|---|---|---|---|"]
         for key, title, clients, script, unit, kind in work:
-            a = [vals[(key, r, "A")] for r in range(1, args.reps + 1)]
-            b = [vals[(key, r, "B")] for r in range(1, args.reps + 1)]
+            R = range(1, args.reps + 1)
+            a = [vals[(key, r, "A")] for r in R]
+            b = [vals[(key, r, "B")] for r in R]
             q = [y / x for x, y in zip(a, b) if x]
+            ca = [vals[(key, r, "A", "cpu")] for r in R]
+            cb = [vals[(key, r, "B", "cpu")] for r in R]
+            cq = [y / x for x, y in zip(ca, cb) if x]
             lines.append("| %s (%d client%s) | %.0f %s (%.0f-%.0f) | %.0f (%.0f-%.0f) | **%.2f**"
-                         " (%.2f-%.2f) |" % (title, clients, "s" if clients > 1 else "",
-                                              statistics.median(a), unit, min(a), max(a),
-                                              statistics.median(b), min(b), max(b),
-                                              statistics.median(q), min(q), max(q)))
+                         " (%.2f-%.2f) | %.0f / %.0f us | **%.2f** (%.2f-%.2f) |"
+                         % (title, clients, "s" if clients > 1 else "",
+                            statistics.median(a), unit, min(a), max(a),
+                            statistics.median(b), min(b), max(b),
+                            statistics.median(q), min(q), max(q),
+                            statistics.median(ca), statistics.median(cb),
+                            statistics.median(cq), min(cq), max(cq)))
         text = "\n".join(lines)
         print(text)
         with open(os.path.join(args.out, "table.md"), "w") as f:
             f.write("A: %s, extension %s; B: %s, extension %s; %d repetitions of %d s, the"
-                    " sides taking turns (A B, then B A, ...)\n\n%s\n"
+                    " sides taking turns (A B, then B A, ...); autovacuum %s\n\n%s\n"
                     % (sides[0].bindir, sides[0].ext, sides[1].bindir, sides[1].ext,
-                       args.reps, args.duration, text))
+                       args.reps, args.duration, "on" if av else "off", text))
     finally:
         for s in sides:
             s.stop()
