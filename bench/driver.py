@@ -65,6 +65,7 @@ MODES = {
         profile_events=2000,
         peers_batched=100000, peers_single=15000, peers_steps=60000, peers_wide=100000,
         peers_warmup=90, peers_latency=8, peers_wake=8,
+        timer_steps=10000, timer_runs=(1000, 10),
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -83,6 +84,7 @@ MODES = {
         profile_events=500,
         peers_batched=40000, peers_single=6000, peers_steps=20000, peers_wide=20000,
         peers_warmup=30, peers_latency=5, peers_wake=5,
+        timer_steps=10000, timer_runs=(1000, 10),
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -102,11 +104,12 @@ MODES = {
         max_fill=3000,
         peers_batched=3000, peers_single=400, peers_steps=600, peers_wide=500,
         peers_warmup=2, peers_latency=1, peers_wake=1,
+        timer_steps=200, timer_runs=(20, 10),
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
-          "event_cost", "start_run", "graph", "bloat", "peers", "reference_end"]
+          "event_cost", "start_run", "graph", "bloat", "peers", "timers", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -150,6 +153,13 @@ LATENCY_CLIENTS = 4         # the engine's waiting clients
 LATENCY_POLL = 0.010        # the polling variant: an empty claim sleeps 10 ms
 LATENCY_FALLBACK = 1.0      # a listening client claims after 1 s without a wake-up
 CPU_SAMPLE_EVERY = 0.010    # seconds between two samples of the server's CPU time
+
+# The timers group (1.6): sleep and event steps.
+ROLE_TIMERS_WORKER = "bench_timers_worker"   # claims, completes, fires timers: workflow_worker only
+ROLE_TIMERS_CLIENT = "bench_timers_client"   # sends events: workflow_client only
+TIMER_BATCH = 1000          # fire_timers(batch_size)
+TIMER_TABLES = ("workflow.job_queue, workflow.workflow_steps, workflow.workflow_events,"
+                " workflow.workflow_runs, workflow.event_inbox")
 
 RAW_FIELDS = [
     "group", "key", "title", "clients", "rep", "value", "unit", "events",
@@ -1624,6 +1634,304 @@ class Bench:
 
     # ------------------------------------------------------------------
     # peers: graphile-worker side by side with the engine
+
+    # ------------------------------------------------------------------
+    # sleep and event steps (1.6)
+
+    def g_timers(self):
+        """Sleep and event steps (1.6), in a database of its own, the
+        workers logged in as a role granted only workflow_worker and the
+        sender of events as one granted only workflow_client:
+        1. a run of timer_steps root sleep steps (3600 s), all made due at
+           once (UPDATE of wake_at as the superuser, untimed), fired by one
+           session calling fire_timers(TIMER_BATCH) until it returns 0,
+           against a run of as many root job steps completed by the
+           workers (claim BATCH + one complete_jobs), both drains timed
+           the same way (from the start of the workers, connecting
+           included, to the commit of the last step), the two taking turns
+           within each repetition (jobs, timers; timers, jobs; ...);
+        2. the same number of due sleep steps spread over many short runs
+           (timer_runs: runs x steps), fired the same way (reported only);
+        3. a run of timer_steps root event steps, each waiting for the
+           event of its own name, sent by the clients with one send_event
+           per transaction (bench/send_event.sql), each repetition right
+           after a pgbench -N of the same length on the reference
+           database, so that the ratio is taken from neighbours.
+        Each measurement starts on tables VACUUMed after its run was
+        started.  The server's CPU per step is sampled as in the peers
+        group."""
+        cfg = self.cfg
+        try:
+            import psycopg  # noqa: F401  (Debian's python3-psycopg)
+        except ImportError:
+            raise BenchError("python3-psycopg is missing: the timers group needs it")
+        if self.scalar("bench_template", "SELECT count(*) FROM pg_proc WHERE proname ="
+                       " 'fire_timers' AND pronamespace = 'workflow'::regnamespace") == "0":
+            self.say("  the installed extension has no workflow.fire_timers (before 1.6):"
+                     " nothing to measure")
+            return
+        db = self.fresh_db("wf_timers")
+        for role, granted in ((ROLE_TIMERS_WORKER, "workflow_worker"),
+                              (ROLE_TIMERS_CLIENT, "workflow_client")):
+            self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
+            self.sql("postgres", "CREATE ROLE %s LOGIN IN ROLE %s" % (role, granted))
+        self.pm_pid = self.postmaster_pid()
+        N = cfg["timer_steps"]
+        nruns, per = cfg["timer_runs"]
+        self.put_def(db, "tsleep", "bench.def_sleep(%d, 3600)" % N)
+        self.put_def(db, "tsleep_short", "bench.def_sleep(%d, 3600)" % per)
+        # the events split evenly over the clients: N rounded up to a multiple
+        self.timer_events = int(math.ceil(N / self.clients)) * self.clients
+        self.put_def(db, "tevent", "bench.def_events(%d)" % self.timer_events)
+        self.say("  %d steps per run; workers connect as %s (workflow_worker), the sender"
+                 " of events as %s (workflow_client)" % (N, ROLE_TIMERS_WORKER,
+                                                         ROLE_TIMERS_CLIENT))
+        for rep in range(1, cfg["reps"] + 1):
+            turn = [self.timers_jobs, self.timers_fire]
+            if rep % 2 == 0:
+                turn.reverse()
+            for f in turn:
+                f(db, rep)
+            self.timers_fire_many(db, rep, nruns, per)
+        for rep in range(1, cfg["reps"] + 1):
+            self.timers_events(db, rep)
+        self.drop_db(db)
+        if not self.args.keep:
+            for role in (ROLE_TIMERS_WORKER, ROLE_TIMERS_CLIENT):
+                self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
+
+    def timers_record(self, key, title, rep, clients, n, secs, cpu, unit, e1, e2, note,
+                      agg=None, orphans=0):
+        agg = agg or {}
+        rate = n / secs if secs > 0 else 0.0
+        self.record(group="timers", key=key, title=title, clients=clients, rep=rep,
+                    value="%.3f" % rate, unit=unit, events=n, seconds="%.4f" % secs,
+                    tx=agg.get("tx", ""), failed=agg.get("failed", ""),
+                    ser_failures=agg.get("ser", ""), dl_failures=agg.get("dl", ""),
+                    retried=agg.get("retried", ""), retries=agg.get("retries", ""),
+                    e40001=e1, e40P01=e2, orphans=orphans, note=note)
+        self.record(group="timers", key=key + ".cpu", title=title + ": server CPU per step",
+                    clients=clients, rep=rep, value="%.2f" % (cpu / n * 1e6), unit="us/step",
+                    events=n, seconds="%.4f" % secs,
+                    note="%.3f s of server CPU over %d steps" % (cpu, n))
+        self.say("  %s rep %d/%d: %d in %.3f s = %.0f %s, server CPU %.1f us/step"
+                 " (40001 %d, 40P01 %d)" % (key, rep, self.cfg["reps"], n, secs, rate, unit,
+                                            cpu / n * 1e6, e1, e2))
+
+    def timers_check_run(self, db, key, run, n):
+        st, ok = self.sql(db, "SELECT r.status, (SELECT count(*) FROM workflow.workflow_steps s"
+                              " WHERE s.workflow_run_id = r.id AND s.status = 'SUCCEEDED')"
+                              " FROM workflow.workflow_runs r WHERE r.id = '%s'" % run)[0]
+        if st != "SUCCEEDED" or int(ok) != n:
+            raise BenchError("%s: run %s is %s with %s of %d steps succeeded"
+                             % (key, run, st, ok, n))
+        self.verify(db, run)
+
+    def timers_jobs(self, db, rep):
+        """A run of N root job steps drained by the workers: claim BATCH +
+        one complete_jobs (claim_batch.sql), pgbench -t with each client's
+        share x PEERS_QUOTA + 4, timed from the start of pgbench to the
+        commit of the last completion (drain_end, as the peers group)."""
+        N = self.cfg["timer_steps"]
+        c8 = self.clients
+        key = "timers.wide.jobs"
+        jt = "bench.twide_r%d" % rep
+        self.put_def(db, jt, "bench.def_independent(%d, '%s')" % (N, jt))
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                              " WHERE name = '%s'" % jt)
+
+        def pending():
+            return int(self.scalar(
+                db, "SELECT count(*) FROM workflow.job_queue WHERE job_type = '%s'"
+                    " AND status IN ('QUEUED', 'RUNNING')" % jt))
+
+        if pending() != N:
+            raise BenchError("%s: %d jobs queued, not %d" % (key, pending(), N))
+        self.sql(db, "VACUUM " + TIMER_TABLES)
+        defines = dict(jt=jt, idle_us=IDLE_US, batch=BATCH)
+        mark = self.log_mark()
+        orphans, rounds, left, txlogs = 0, 0, N, []
+        agg = dict(tx=0, failed=0, ser=0, dl=0, retried=0, retries=0)
+        with CpuSampler(self.pm_pid) as smp:
+            c0 = smp.total()
+            t0 = time.time()
+            while left > 0:
+                rounds += 1
+                if rounds > 5:
+                    raise BenchError("%s: %d left after %d rounds" % (key, left, rounds - 1))
+                n_tx = int(math.ceil(left / (c8 * BATCH) * PEERS_QUOTA)) + 4
+                label = "%s-r%d%s" % (key, rep, "-%d" % rounds if rounds > 1 else "")
+                txlog = os.path.join(self.logdir, "%s%03d-%s.tx" % (self.log_prefix,
+                                                                     self.nlog + 1, label))
+                txlogs.append(txlog)
+                r = self.pgbench(db, key, c8, "claim_batch.sql", transactions=n_tx,
+                                 defines=defines, label=label, user=ROLE_TIMERS_WORKER,
+                                 extra=["-l", "--log-prefix=" + txlog])
+                t_exit = time.time()
+                for x in agg:
+                    agg[x] += r[x] or 0
+                orphans += self.recover_orphans(db, jt)
+                t_recovered = time.time()
+                left = pending()
+            t1 = self.drain_end(db, jt, txlogs, t_exit, t_recovered)
+        c1 = smp.at(t1)
+        e1, e2 = self.check_log(key, mark)
+        self.timers_check_run(db, key, run, N)
+        note = ("%d clients connected as %s (workflow_worker), claim %d + one complete_jobs,"
+                " pgbench -t; clock from the start of pgbench to the commit of the last"
+                " completion" % (c8, ROLE_TIMERS_WORKER, BATCH))
+        if rounds > 1:
+            note += "; %d rounds of pgbench" % rounds
+        self.timers_record(key, "steps of one %d-step run of independent job steps: claim %d"
+                           " + one complete_jobs" % (N, BATCH), rep, c8, N, t1 - t0, c1 - c0,
+                           "steps/s", e1, e2, note, agg, orphans)
+
+    def timers_fire_loop(self, db, key, expect):
+        """One session, connected as the worker role, calls
+        fire_timers(TIMER_BATCH) in autocommit until it returns 0; timed
+        from before connecting to the return of that last call.  Returns
+        (seconds, server CPU seconds, calls)."""
+        import psycopg
+        fired, calls = 0, 0
+        with CpuSampler(self.pm_pid) as smp:
+            c0 = smp.total()
+            t0 = time.time()
+            with psycopg.connect(self.conninfo(db, ROLE_TIMERS_WORKER),
+                                 autocommit=True) as conn:
+                while True:
+                    k = conn.execute("SELECT workflow.fire_timers(%d)"
+                                     % TIMER_BATCH).fetchone()[0]
+                    calls += 1
+                    fired += k
+                    if k == 0:
+                        break
+                    if calls > expect // TIMER_BATCH + 1000:
+                        raise BenchError("%s: fire_timers still firing after %d calls"
+                                         % (key, calls))
+                t1 = time.time()
+        c1 = smp.at(t1)
+        if fired != expect:
+            raise BenchError("%s: fire_timers fired %d steps, not %d" % (key, fired, expect))
+        return t1 - t0, c1 - c0, calls
+
+    def timers_make_due(self, db, where, n):
+        """As the superuser (the way the tests move the clock): every
+        sleeping step of `where` due one second ago."""
+        got = self.sql(db, "WITH u AS (UPDATE workflow.workflow_steps SET wake_at = now()"
+                           " - interval '1 second' WHERE status = 'SLEEPING' AND %s"
+                           " RETURNING 1) SELECT count(*) FROM u" % where)[0][0]
+        if int(got) != n:
+            raise BenchError("%d sleeping steps made due, not %d" % (int(got), n))
+
+    def timers_fire(self, db, rep):
+        """A run of N root sleep steps, all due at once, fired by
+        fire_timers(TIMER_BATCH) until 0."""
+        N = self.cfg["timer_steps"]
+        key = "timers.sleep.fire"
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                              " WHERE name = 'tsleep'")
+        self.timers_make_due(db, "workflow_run_id = '%s'" % run, N)
+        self.sql(db, "VACUUM " + TIMER_TABLES)
+        mark = self.log_mark()
+        secs, cpu, calls = self.timers_fire_loop(db, key, N)
+        e1, e2 = self.check_log(key, mark)
+        self.timers_check_run(db, key, run, N)
+        self.timers_record(key, "%d due sleep steps of one run: fire_timers(%d) until 0"
+                           % (N, TIMER_BATCH), rep, 1, N, secs, cpu, "steps/s", e1, e2,
+                           "one session connected as %s (workflow_worker), autocommit, %d"
+                           " calls, connecting timed" % (ROLE_TIMERS_WORKER, calls),
+                           dict(tx=calls))
+
+    def timers_fire_many(self, db, rep, nruns, per):
+        """nruns runs of `per` root sleep steps, all due at once, fired the
+        same way (each call locks and updates many runs)."""
+        key = "timers.sleep.fire_runs"
+        tag = "tshort%d" % rep
+        self.sql(db, "INSERT INTO bench.runs SELECT '%s', g - 1, workflow.start_run(d.def)"
+                     " FROM generate_series(1, %d) g, bench.defs d WHERE d.name = 'tsleep_short'"
+                 % (tag, nruns))
+        n = nruns * per
+        self.timers_make_due(db, "workflow_run_id IN (SELECT run_id FROM bench.runs WHERE"
+                                 " tag = '%s')" % tag, n)
+        self.sql(db, "VACUUM " + TIMER_TABLES)
+        mark = self.log_mark()
+        secs, cpu, calls = self.timers_fire_loop(db, key, n)
+        e1, e2 = self.check_log(key, mark)
+        bad = self.scalar(db, "SELECT count(*) FROM bench.runs b JOIN workflow.workflow_runs r"
+                              " ON r.id = b.run_id WHERE b.tag = '%s' AND r.status <> 'SUCCEEDED'"
+                          % tag)
+        if bad != "0":
+            raise BenchError("%s: %s runs did not succeed" % (key, bad))
+        self.timers_record(key, "%d due sleep steps in %d runs of %d: fire_timers(%d) until 0"
+                           % (n, nruns, per, TIMER_BATCH), rep, 1, n, secs, cpu, "steps/s",
+                           e1, e2, "one session connected as %s (workflow_worker), autocommit,"
+                           " %d calls, connecting timed" % (ROLE_TIMERS_WORKER, calls),
+                           dict(tx=calls))
+
+    def timers_events(self, db, rep):
+        """pgbench -N for the same time on the reference database, then a
+        run of N root event steps, each waiting for its own event, sent by
+        the clients (send_event.sql, pgbench -t N / clients): its tps."""
+        cfg = self.cfg
+        N = self.timer_events
+        c8 = self.clients
+        # the neighbour reference
+        key = "timers.ref.N"
+        mark = self.log_mark()
+        r = self.pgbench("bench_ref", key, c8, builtin="-N", duration=cfg["duration"],
+                         label="%s-c%d-r%d" % (key, c8, rep))
+        e1, e2 = self.check_log(key, mark)
+        self.record(group="timers", key=key, title="pgbench -N, right before the events",
+                    clients=c8, rep=rep, value="%.3f" % r["tps"], unit="tps", events=r["tx"],
+                    seconds=r["duration"], tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
+                    failed=r["failed"], ser_failures=r["ser"], dl_failures=r["dl"],
+                    retried=r["retried"], retries=r["retries"], e40001=e1, e40P01=e2)
+        self.say("  %s c=%d rep %d/%d: %.0f tps" % (key, c8, rep, cfg["reps"], r["tps"]))
+        # the events
+        key = "timers.event.send"
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                              " WHERE name = 'tevent'")
+        waiting = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_steps WHERE"
+                                      " workflow_run_id = '%s' AND status ="
+                                      " 'WAITING_FOR_EXTERNAL'" % run))
+        if waiting != N:
+            raise BenchError("%s: %d event steps waiting, not %d" % (key, waiting, N))
+        self.sql(db, "VACUUM " + TIMER_TABLES)
+        mark = self.log_mark()
+        with CpuSampler(self.pm_pid) as smp:
+            c0 = smp.total()
+            t0 = time.time()
+            r = self.pgbench(db, key, c8, "send_event.sql", transactions=N // c8,
+                             defines=dict(run=run, nclients=c8, i=0),
+                             label="%s-c%d-r%d" % (key, c8, rep), user=ROLE_TIMERS_CLIENT)
+            t1 = time.time()
+        c1 = smp.at(t1)
+        e1, e2 = self.check_log(key, mark)
+        self.timers_check_run(db, key, run, N)
+        consumed = self.scalar(db, "SELECT count(*) FILTER (WHERE consumed_at IS NOT NULL)"
+                                   " || '/' || count(*) FROM workflow.event_inbox WHERE"
+                                   " workflow_run_id = '%s'" % run)
+        if consumed != "%d/%d" % (N, N):
+            raise BenchError("%s: events consumed/sent %s, not %d/%d" % (key, consumed, N, N))
+        secs = r["duration"] or (t1 - t0)
+        self.record(group="timers", key=key, title="%d events sent to %d waiting event steps"
+                    " of one run: send_event, one per transaction" % (N, N), clients=c8,
+                    rep=rep, value="%.3f" % r["tps"], unit="events/s", events=r["tx"],
+                    seconds="%.4f" % secs, tps=r["tps"], latency_ms=r["latency"], tx=r["tx"],
+                    failed=r["failed"], ser_failures=r["ser"], dl_failures=r["dl"],
+                    retried=r["retried"], retries=r["retries"], e40001=e1, e40P01=e2,
+                    note="%d clients connected as %s (workflow_client), pgbench -t %d; the"
+                         " tps pgbench reports (without connection time)"
+                         % (c8, ROLE_TIMERS_CLIENT, N // c8))
+        self.record(group="timers", key=key + ".cpu", title="events sent: server CPU per event",
+                    clients=c8, rep=rep, value="%.2f" % ((c1 - c0) / N * 1e6), unit="us/step",
+                    events=N, seconds="%.4f" % (t1 - t0),
+                    note="%.3f s of server CPU over %d events, pgbench start to exit"
+                         % (c1 - c0, N))
+        self.say("  %s c=%d rep %d/%d: %.0f events/s, server CPU %.1f us/event"
+                 " (40001 %d, 40P01 %d)" % (key, c8, rep, cfg["reps"], r["tps"],
+                                            (c1 - c0) / N * 1e6, e1, e2))
+
 
     def conninfo(self, db, user=None):
         return "host=%s port=%d dbname=%s user=%s" % (

@@ -33,7 +33,7 @@ STATE_TITLES = [("never", "never analyzed"),
 
 # units of the rows that are sizes and counters, not rates: they have tables
 # of their own and no ratio to pgbench -N
-COUNTER_UNITS = ("bytes", "tuples", "fraction", "runs", "events", "us/job", "ms")
+COUNTER_UNITS = ("bytes", "tuples", "fraction", "runs", "events", "us/job", "us/step", "ms")
 
 
 def is_counter(s):
@@ -246,6 +246,7 @@ def targets(S, ref, meta, rows):
             "%d" % get("history.events.autovacuum", c)["median"]
             if get("history.events.autovacuum", c) else "?") if a and b else "")
     peers_targets(S, ref, c, rows, add)
+    timers_targets(S, ref, c, cfg, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -498,6 +499,89 @@ def history_tables(S, ref, c, cfg, raw, P):
         P("")
 
 
+# the timers group (1.6): sleep and event steps
+TIMERS_ROWS = [
+    ("timers.wide.jobs", "clients"),
+    ("timers.sleep.fire", 1),
+    ("timers.sleep.fire_runs", 1),
+    ("timers.ref.N", "clients"),
+    ("timers.event.send", "clients"),
+]
+
+
+def paired_ratio_keys(rows, key, base):
+    """paired_ratio of two figures measured with different client counts:
+    the median over the repetitions of key's figure over base's of the same
+    repetition."""
+    val = {}
+    for r in rows:
+        if r["key"] in (key, base):
+            val[(r["key"], r["rep"])] = fnum(r["value"])
+    ratios = [val[(key, rep)] / v for (k, rep), v in val.items()
+              if k == base and v and (key, rep) in val]
+    return statistics.median(ratios) if ratios else None
+
+
+def timers_targets(S, ref, c, cfg, rows, add):
+    n = cfg.get("timer_steps", 10000)
+    a, b = S.get(("timers.sleep.fire", 1)), S.get(("timers.wide.jobs", c))
+    add("%d due sleep steps of one run fired by fire_timers(1000) until 0 (one session),"
+        " steps/s x completing the %d job steps of one run (%d clients, claim 50 +"
+        " complete_jobs), same run" % (n, n, c), ">=", 0.5,
+        paired_ratio_keys(rows, "timers.sleep.fire", "timers.wide.jobs"),
+        "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"]))
+        if a and b else "")
+    e, r = S.get(("timers.event.send", c)), S.get(("timers.ref.N", c))
+    add("%d events sent to as many waiting event steps of one run, send_event by %d"
+        " clients, tps x pgbench -N right before each repetition" % (n, c), ">=", 0.3,
+        paired_ratio_keys(rows, "timers.event.send", "timers.ref.N"),
+        "medians %s vs %s; x the run's pgbench -N (start and end): %s" % (
+            fmt(e["median"], e["unit"]), fmt(r["median"], r["unit"]),
+            "%.2f" % (e["median"] / ref[c]) if c in ref else "-") if e and r else "")
+
+
+def timers_tables(S, ref, c, raw, P):
+    """The timers group: each figure with its repetitions and the server's
+    CPU per step."""
+    if not any(k.startswith("timers.") for (k, cl) in S):
+        return
+    reps = {}
+    for r in raw:
+        if r["key"].startswith("timers."):
+            reps.setdefault(r["key"], []).append(r)
+    rows = []
+    for key, cl in TIMERS_ROWS:
+        cl = c if cl == "clients" else cl
+        s = S.get((key, cl))
+        if not s:
+            continue
+        cpu = S.get((key + ".cpu", cl))
+        each = []
+        for r in reps.get(key, []):
+            x = "%.0f" % fnum(r["value"])
+            cr = [q for q in reps.get(key + ".cpu", []) if q["rep"] == r["rep"]]
+            if cr:
+                x += " (%.1f us)" % fnum(cr[0]["value"])
+            each.append(x)
+        rt = ref.get(cl)
+        rows.append([s["title"], str(cl), fmt(s["median"], s["unit"]),
+                     "±%.1f%%" % (s["spread_pct"] / 2) if s["reps"] > 1 else "-",
+                     "; ".join(each),
+                     "%.1f" % cpu["median"] if cpu else "-",
+                     "%.2f" % (s["median"] / rt) if rt else "-"])
+    P("### Sleep and event steps (1.6)")
+    P("")
+    P(md_table(["workload", "clients", "figure (median)", "spread",
+                "each repetition (server us per step)", "server us/step (median)",
+                "x pgbench -N (run)"], rows))
+    P("")
+    P("The drains are timed from the start of the workers (connecting included) to the"
+      " commit of the last step; the events by pgbench's tps.  Server CPU: the cluster's"
+      " processes from /proc, in ticks of 10 ms (a 150 ms drain is a few ticks).  The"
+      " targets take the median of the ratios within each repetition.")
+    P("")
+
+
 def paired_ratio(rows, key, base, clients):
     """The median over the repetitions of the role's figure over the
     superuser's of the same repetition (measured one after the other), or
@@ -683,6 +767,7 @@ def main():
 
     history_tables(S, ref, c, cfg, rows, P)
     peers_tables(S, ref, c, rows, P)
+    timers_tables(S, ref, c, rows, P)
 
     # bloat
     b = {k[0]: v for k, v in S.items() if v["group"] == "bloat"}

@@ -101,6 +101,26 @@ RETURNS jsonb LANGUAGE sql AS $$
            FROM generate_series(0, n - 1) i))
 $$;
 
+-- n sleep steps s0 .. s(n-1) of `seconds` each, none depending on another
+-- (1.6: the timers group makes them due by moving wake_at).
+CREATE FUNCTION bench.def_sleep(n integer, seconds integer)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'sleep-' || n, 'steps',
+        (SELECT jsonb_agg(jsonb_build_object('key', 's' || i, 'kind', 'sleep',
+                                             'seconds', seconds) ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
+-- n event steps e0 .. e(n-1), none depending on another, each waiting for
+-- the event of its own name (the step key), without a timeout (1.6).
+CREATE FUNCTION bench.def_events(n integer)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'events-' || n, 'steps',
+        (SELECT jsonb_agg(jsonb_build_object('key', 'e' || i, 'kind', 'event')
+                          ORDER BY i)
+           FROM generate_series(0, n - 1) i))
+$$;
+
 CREATE FUNCTION bench.put_def(name text, def jsonb)
 RETURNS void LANGUAGE sql AS $$
     INSERT INTO bench.defs (name, steps, def)

@@ -20,11 +20,13 @@
  *
  * The caller holds its job rows and its own step rows already, so this is
  * the lock order (docs/reference.md, section 12).  Work is proportional to
- * the edges touched.  Dependents change state in one place,
- * UpdateDependentGroup: released (ENQUEUED with a new job,
- * WAITING_FOR_EXTERNAL, or SLEEPING with a wake time) or canceled, with
- * their step_released, step_sleeping or step_canceled events written by
- * the same statement (history.c).
+ * the edges touched.  Dependents change state in two places:
+ * UpdateDependentGroup releases job and external steps (ENQUEUED with a
+ * new job, or WAITING_FOR_EXTERNAL) or cancels any, and ReleaseTimerGroup
+ * releases sleep and event steps (SLEEPING, or WAITING_FOR_EXTERNAL, with
+ * a wake time), so that the statement of the common case knows nothing of
+ * timers; each writes the steps' step_released, step_sleeping or
+ * step_canceled events in the same statement (history.c).
  *
  * Collected steps are dropped with a rolled-back subtransaction and at the
  * end of the transaction, through the hooks this file registers with
@@ -108,6 +110,10 @@ static void ApplyOutcomes(WfDependent *deps, int ndeps,
 						  WfTerminalStep **next, int *nnext);
 static void UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done,
 								 int32 unsatisfied, WfOutcome outcome);
+static bool StartsTimer(const WfDependent *dep);
+static void ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done,
+							  int32 unsatisfied);
+static Datum IdArray(const pg_uuid_t *ids, int n);
 static void InsertReleasedJobs(pg_uuid_t *ids, int n);
 static WfCounter ReleasedCounter(WfStepKind kind);
 static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
@@ -526,8 +532,20 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 }
 
 /*
+ * StartsTimer says whether this level releases a sleep or event step, which
+ * the statement of ReleaseTimerGroup releases: job and external steps keep
+ * a statement that knows nothing of timers, planned as cheaply as before.
+ */
+static bool
+StartsTimer(const WfDependent *dep)
+{
+	return dep->outcome == WF_OUTCOME_RELEASE &&
+		(dep->kind == WF_KIND_SLEEP || dep->kind == WF_KIND_EVENT);
+}
+
+/*
  * UpdateDependents writes the level's effect on its dependents: one UPDATE
- * per distinct (done, unsatisfied, outcome).  A fan-out or a chain has one
+ * per distinct (done, unsatisfied, outcome, starts a timer).  A fan-out or a chain has one
  * group, so this is usually a single statement.
  */
 static void
@@ -546,13 +564,18 @@ UpdateDependents(WfDependent *deps, int ndeps)
 		{
 			if (grouped[j] || deps[j].done != deps[i].done ||
 				deps[j].unsatisfied != deps[i].unsatisfied ||
-				deps[j].outcome != deps[i].outcome)
+				deps[j].outcome != deps[i].outcome ||
+				StartsTimer(&deps[j]) != StartsTimer(&deps[i]))
 				continue;
 			grouped[j] = true;
 			group_ids[ngroup++] = deps[j].step_id;
 		}
-		UpdateDependentGroup(group_ids, ngroup, deps[i].done,
-							 deps[i].unsatisfied, deps[i].outcome);
+		if (StartsTimer(&deps[i]))
+			ReleaseTimerGroup(group_ids, ngroup, deps[i].done,
+							  deps[i].unsatisfied);
+		else
+			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
+								 deps[i].unsatisfied, deps[i].outcome);
 	}
 	pfree(grouped);
 	pfree(group_ids);
@@ -660,7 +683,22 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 	*nnext = nfinished;
 }
 
-/* UpdateDependentGroup applies one level's effect to a group of dependents. */
+/* IdArray makes a uuid[] Datum of ids. */
+static Datum
+IdArray(const pg_uuid_t *ids, int n)
+{
+	Datum	   *ids_d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		ids_d[i] = UUIDPGetDatum(&ids[i]);
+	return WfArray(ids_d, NULL, n, UUIDOID);
+}
+
+/*
+ * UpdateDependentGroup applies one level's effect to a group of dependents
+ * that starts no timer: counters only, a job or external step released, or
+ * any step canceled.
+ */
 static void
 UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 					 WfOutcome outcome)
@@ -671,20 +709,10 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
 		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
 		" status = CASE"
-		"  WHEN $4" OP("=") "1 THEN CASE"
-		"   WHEN s.execution_kind::pg_catalog.text" OP("=") "'JOB' THEN 'ENQUEUED'"
-		"   WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP' THEN 'SLEEPING'"
-		"   ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
+		"  WHEN $4" OP("=") "1 THEN CASE WHEN s.execution_kind" OP("=") "'JOB'"
+		"   THEN 'ENQUEUED' ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status"
 		"  WHEN $4" OP("=") "2 THEN 'CANCELED'::workflow.step_status"
 		"  ELSE s.status END,"
-		" wake_at = CASE WHEN $4" OP("<>") "1 THEN s.wake_at"
-		"  WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP'"
-		"  THEN COALESCE(s.sleep_until, pg_catalog.statement_timestamp()"
-		"   " OP("+") "pg_catalog.make_interval(secs => s.sleep_seconds))"
-		"  WHEN s.execution_kind::pg_catalog.text" OP("=") "'EVENT'"
-		"  THEN pg_catalog.statement_timestamp()"
-		"   " OP("+") "pg_catalog.make_interval(secs => s.wait_timeout_seconds)"
-		"  ELSE s.wake_at END,"
 		" job_id = CASE WHEN $4" OP("=") "1 AND s.execution_kind" OP("=") "'JOB'"
 		"  THEN workflow.uuid_v7() ELSE s.job_id END,"
 		" released_at = CASE WHEN $4" OP("=") "1"
@@ -700,30 +728,22 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		" history_gap = s.history_gap OR ($4" OP("<>") "0 AND NOT $5),"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.id" OP("=") "ANY ($1)"
-		" RETURNING s.workflow_run_id, s.step_key, s.job_id, s.status, s.wake_at),"
+		" RETURNING s.workflow_run_id, s.step_key, s.job_id),"
 		" e AS (" WF_INSERT_EVENTS
-		" SELECT u.workflow_run_id, u.step_key, v.event_type, v.detail"
-		"  FROM u, LATERAL (VALUES"
-		"  (CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
-		"   CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
-		"   \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
-		"   WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
-		"   ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END),"
-		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', u.wake_at)))"
-		"  AS v(event_type, detail)"
-		"  WHERE $5 AND $4" OP("<>") "0"
-		"  AND (v.event_type" OP("<>") "'step_sleeping'"
-		"   OR u.status::pg_catalog.text" OP("=") "'SLEEPING'))"
+		" SELECT u.workflow_run_id, u.step_key,"
+		"  CASE WHEN $4" OP("=") "1 THEN 'step_released' ELSE 'step_canceled' END,"
+		"  CASE WHEN $4" OP("=") "2 THEN '{\"error_code\": \"" WF_REASON_DEPENDENCY_UNSATISFIED "\","
+		"  \"reason\": \"a prerequisite did not succeed\"}'::pg_catalog.jsonb"
+		"  WHEN u.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
+		"  ELSE pg_catalog.jsonb_build_object('job_id', u.job_id) END"
+		"  FROM u WHERE $5 AND $4" OP("<>") "0)"
 		" SELECT 1 FROM u";
 	static const Oid update_types[5] = {UUIDARRAYOID, INT4OID, INT4OID,
 	INT4OID, BOOLOID};
-	Datum	   *ids_d = palloc(sizeof(Datum) * n);
 	Datum		values[5];
 	int			ret;
 
-	for (int i = 0; i < n; i++)
-		ids_d[i] = UUIDPGetDatum(&ids[i]);
-	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
+	values[0] = IdArray(ids, n);
 	values[1] = Int32GetDatum(done);
 	values[2] = Int32GetDatum(unsatisfied);
 	values[3] = Int32GetDatum((int32) outcome);
@@ -735,7 +755,56 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
 				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
-	pfree(ids_d);
+}
+
+/*
+ * ReleaseTimerGroup releases a group of sleep and event steps: a sleep step
+ * SLEEPING until its wake time, an event step WAITING_FOR_EXTERNAL with its
+ * timeout as its wake time (none without one), with step_released and, for
+ * a sleep, step_sleeping.  Whether one finishes at once is settled after
+ * (waits.c).
+ */
+static void
+ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
+		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
+		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
+		" status = CASE WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP'"
+		"  THEN 'SLEEPING' ELSE 'WAITING_FOR_EXTERNAL' END::workflow.step_status,"
+		" wake_at = CASE WHEN s.execution_kind::pg_catalog.text" OP("=") "'SLEEP'"
+		"  THEN COALESCE(s.sleep_until, pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => s.sleep_seconds))"
+		"  ELSE pg_catalog.statement_timestamp()"
+		"   " OP("+") "pg_catalog.make_interval(secs => s.wait_timeout_seconds) END,"
+		" released_at = pg_catalog.statement_timestamp(),"
+		" history_gap = s.history_gap OR NOT $4,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" RETURNING s.workflow_run_id, s.step_key, s.status, s.wake_at),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, v.event_type, v.detail"
+		"  FROM u, LATERAL (VALUES ('step_released', '{}'::pg_catalog.jsonb),"
+		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', u.wake_at)))"
+		"  AS v(event_type, detail)"
+		"  WHERE $4 AND (v.event_type" OP("=") "'step_released'"
+		"   OR u.status::pg_catalog.text" OP("=") "'SLEEPING'))"
+		" SELECT 1 FROM u";
+	static const Oid types[4] = {UUIDARRAYOID, INT4OID, INT4OID, BOOLOID};
+	Datum		values[4];
+	int			ret;
+
+	values[0] = IdArray(ids, n);
+	values[1] = Int32GetDatum(done);
+	values[2] = Int32GetDatum(unsatisfied);
+	values[3] = BoolGetDatum(WfHistoryRecordsSteps());
+	ret = WfExecuteAsEngine(&plan, sql, 4, types, values, NULL);
+	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
 }
 
 /* InsertReleasedJobs creates the job row of each released JOB step. */

@@ -140,11 +140,11 @@ FireSteps(Datum *chosen, int nchosen, WfSettledStep *fired)
 	n = SPI_processed;
 	for (uint64 i = 0; i < n; i++)
 	{
-		WfResultUuid(i, 1, &fired[i].step_id);
-		WfResultUuid(i, 2, &fired[i].run_id);
-		fired[i].shard = (int16) WfResultInt32(i, 3);
-		fired[i].succeeded = WfResultBool(i, 4);
-		fired[i].from = fired[i].succeeded ? WF_COUNT_ACTIVE : WF_COUNT_WAITING;
+		bool		woken = WfResultBool(i, 4);
+
+		WfReadSettledStep(i, woken ? WF_COUNT_ACTIVE : WF_COUNT_WAITING,
+						  woken, &fired[i]);
+		/* ours now: the cascade must not wait below it */
 		WfNoteHeldStep(&fired[i].step_id);
 	}
 	return (int) n;

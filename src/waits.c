@@ -31,6 +31,22 @@
 #include "workflow.h"
 
 /*
+ * WfReadSettledStep reads row of the last SPI result, whose first columns
+ * are a step's id, run id and counter shard, into *step: the step left
+ * counter from, and succeeded (else FAILED).
+ */
+void
+WfReadSettledStep(uint64 row, WfCounter from, bool succeeded,
+				  WfSettledStep *step)
+{
+	WfResultUuid(row, 1, &step->step_id);
+	WfResultUuid(row, 2, &step->run_id);
+	step->shard = (int16) WfResultInt32(row, 3);
+	step->from = from;
+	step->succeeded = succeeded;
+}
+
+/*
  * WfWakeDueSleeps wakes those of the given SLEEPING steps whose wake time
  * is past: SUCCEEDED, with their step_woken events.  Fills settled and
  * returns how many.
@@ -68,13 +84,7 @@ WfWakeDueSleeps(const pg_uuid_t *ids, int n, WfSettledStep *settled)
 	WfExecuteAsEngine(&plan, sql, 2, types, values, NULL);
 	nwoken = SPI_processed;
 	for (uint64 i = 0; i < nwoken; i++)
-	{
-		WfResultUuid(i, 1, &settled[i].step_id);
-		WfResultUuid(i, 2, &settled[i].run_id);
-		settled[i].shard = (int16) WfResultInt32(i, 3);
-		settled[i].from = WF_COUNT_ACTIVE;
-		settled[i].succeeded = true;
-	}
+		WfReadSettledStep(i, WF_COUNT_ACTIVE, true, &settled[i]);
 	pfree(ids_d);
 	return (int) nwoken;
 }
@@ -148,9 +158,18 @@ WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 			   WfSettledStep *settled)
 {
 	static SPIPlanPtr plan = NULL;
+	/*
+	 * The run and name in the lookup keep the partial index of unconsumed
+	 * events on its leading columns, should the planner take it rather
+	 * than the primary key (as it does when statistics say the inbox holds
+	 * few unconsumed events).
+	 */
 	static const char *sql = CONSUME_EVENT_SQL(
-		"SELECT i.id, i.payload FROM workflow.event_inbox i"
-		"  WHERE i.id" OP("=") "$3 AND i.consumed_at IS NULL");
+		"SELECT i.id, i.payload FROM workflow.event_inbox i, w"
+		"  WHERE i.id" OP("=") "$3"
+		"  AND i.workflow_run_id" OP("=") "w.workflow_run_id"
+		"  AND i.event_name" OP("=") "w.event_name"
+		"  AND i.consumed_at IS NULL");
 	static const Oid types[3] = {UUIDOID, BOOLOID, UUIDOID};
 	Datum		values[3];
 	pg_uuid_t	oldest;
@@ -167,11 +186,7 @@ WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 	WfExecuteAsEngine(&plan, sql, 3, types, values, NULL);
 	if (SPI_processed == 0)
 		return false;
-	WfResultUuid(0, 1, &settled->step_id);
-	WfResultUuid(0, 2, &settled->run_id);
-	settled->shard = (int16) WfResultInt32(0, 3);
-	settled->from = WF_COUNT_WAITING;
-	settled->succeeded = true;
+	WfReadSettledStep(0, WF_COUNT_WAITING, true, settled);
 	return true;
 }
 

@@ -159,6 +159,8 @@ typedef struct WfSettledStep
 	bool		succeeded;		/* else FAILED */
 } WfSettledStep;
 
+extern void WfReadSettledStep(uint64 row, WfCounter from, bool succeeded,
+							  WfSettledStep *step);
 extern int	WfWakeDueSleeps(const pg_uuid_t *ids, int n,
 							WfSettledStep *settled);
 extern int	WfConsumeSentEvents(const pg_uuid_t *ids, int n,
