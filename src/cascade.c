@@ -817,8 +817,10 @@ InsertReleasedJobs(pg_uuid_t *ids, int n)
 		" workflow_run_id, workflow_step_id, generation)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
 		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
-		"  secs => COALESCE(s.start_after_seconds, 0)),"
+		" CASE WHEN s.start_after_seconds IS NULL"
+		"  THEN pg_catalog.statement_timestamp()"
+		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
+		"   secs => s.start_after_seconds) END,"
 		" s.workflow_run_id, s.id, 0"
 		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
 	static const Oid insert_types[1] = {UUIDARRAYOID};
