@@ -223,6 +223,29 @@ SELECT has_function_privilege(r, 'workflow._run_moves()', 'EXECUTE') AS may_exec
 
 SELECT * FROM workflow.verify();
 
+-- No call can ask for a move the table does not hold; the check stands
+-- guard against the engine's own counters.  A run row set to SUCCEEDED by
+-- hand while two of its steps still run: completing one of them would move
+-- the run from SUCCEEDED back to RUNNING, and the check refuses it, under
+-- the run row's lock, before anything is written.
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "moves.forced"},
+                                      {"key": "b", "job_type": "moves.forced"}]}') AS forced \gset
+SELECT id AS forced_job, lease_token AS forced_token
+  FROM workflow.claim('w', ARRAY['moves.forced']) \gset
+UPDATE workflow.workflow_runs SET status = 'SUCCEEDED' WHERE id = :'forced';
+CREATE FUNCTION pg_temp.try_masked(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f-]{27}', '<run>', 'g');
+END $$;
+SELECT pg_temp.try_masked(format('SELECT workflow.complete_job(%L, %L)',
+                                 :'forced_job', :'forced_token')) AS refused;
+SELECT s.step_key, s.status, j.status AS job_status
+  FROM workflow.workflow_steps s JOIN workflow.job_queue j ON j.id = s.job_id
+ WHERE s.workflow_run_id = :'forced' ORDER BY s.step_key;
+
 -- the files that follow truncate the runs but not the inbox: leave none of
 -- this file's rows behind
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
