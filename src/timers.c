@@ -14,7 +14,12 @@
  * without locking them; tries each run's release lock, shared, once, in
  * ascending run id, and skips busy runs; then locks only the steps it
  * fires, SKIP LOCKED and with the due time and status re-checked, so a
- * send_event or cancel_run that got the step first wins.  It never waits.
+ * send_event or cancel_run that got the step first wins.  It never waits
+ * for a timer.  The fired steps count as rows it holds, so its cascade
+ * takes dependents below them NOWAIT; a page whose cascade conflicts so
+ * is rolled back (a subtransaction) and fired again run by run, each run
+ * in a subtransaction of its own, skipping the runs that conflict: a run
+ * whose dependent another transaction holds delays only its own timers.
  * The steps it fires are cascaded like any other (cascade.c): a woken
  * sleep SUCCEEDED, a timed-out event wait FAILED with
  * workflow.event_timeout.
@@ -26,8 +31,10 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/resowner.h"
 
 #include "workflow.h"
 
@@ -48,6 +55,9 @@ typedef struct TimerCursor
 
 static uint64 DueTimers(int32 batch_size, const TimerCursor *after);
 static int	FireSteps(Datum *chosen, int nchosen, WfSettledStep *fired);
+static int	FireAndCascade(Datum *chosen, int nchosen);
+static int	TryFire(Datum *chosen, int nchosen);
+static int	FireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen);
 static int	FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread);
 
 /*
@@ -150,10 +160,105 @@ FireSteps(Datum *chosen, int nchosen, WfSettledStep *fired)
 	return (int) n;
 }
 
+/* FireAndCascade fires the chosen steps and cascades them; returns how many fired. */
+static int
+FireAndCascade(Datum *chosen, int nchosen)
+{
+	WfSettledStep *fired = palloc(sizeof(WfSettledStep) * nchosen);
+	int			nfired = FireSteps(chosen, nchosen, fired);
+
+	for (int i = 0; i < nfired; i++)
+		WfNoteStepTerminal(&fired[i].run_id, fired[i].shard,
+						   &fired[i].step_id,
+						   fired[i].succeeded ? "SUCCEEDED" : "FAILED",
+						   fired[i].from);
+	WfFinishPending();
+	return nfired;
+}
+
+/*
+ * TryFire runs FireAndCascade in a subtransaction.  A
+ * workflow.release_conflict there (the cascade met a dependent another
+ * transaction holds, below the steps it fired) rolls back only the
+ * subtransaction, and TryFire returns -1; any other error is raised.
+ */
+static int
+TryFire(Datum *chosen, int nchosen)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile int nfired = -1;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		nfired = FireAndCascade(chosen, nchosen);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != WF_SQLSTATE_RETRY)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		nfired = -1;
+	}
+	PG_END_TRY();
+	return nfired;
+}
+
+/*
+ * FireRunByRun fires the chosen steps one run at a time, each in a
+ * subtransaction, and skips the runs whose cascade conflicts: one run whose
+ * dependent another transaction holds must not keep every other timer
+ * waiting behind it.  runs[i] is the run of chosen[i].
+ */
+static int
+FireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen)
+{
+	Datum	   *group = palloc(sizeof(Datum) * nchosen);
+	bool	   *done = palloc0(sizeof(bool) * nchosen);
+	int			total = 0;
+
+	for (int i = 0; i < nchosen; i++)
+	{
+		int			ngroup = 0;
+		int			nfired;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < nchosen; j++)
+			if (!done[j] && WfUuidCompare(&runs[j], &runs[i]) == 0)
+			{
+				done[j] = true;
+				group[ngroup++] = chosen[j];
+			}
+		CHECK_FOR_INTERRUPTS();
+		nfired = TryFire(group, ngroup);
+		if (nfired > 0)
+			total += nfired;
+	}
+	pfree(group);
+	pfree(done);
+	return total;
+}
+
 /*
  * FirePage fires the due timers of one page whose runs' release locks it
- * gets, cascades them, and moves the cursor past the page.  Returns how
- * many it fired; *nread is how many timers the page held.
+ * gets, cascades them, and moves the cursor past the page.  The page is
+ * fired at once; if its cascade conflicts, run by run, skipping the runs
+ * that conflict.  Returns how many it fired; *nread is how many timers the
+ * page held.
  */
 static int
 FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread)
@@ -164,8 +269,8 @@ FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread)
 	bool	   *has_run;
 	bool	   *run_ok;
 	Datum	   *chosen;
+	pg_uuid_t  *chosen_runs;
 	int			nchosen = 0;
-	WfSettledStep *fired;
 	int			nfired;
 	bool		isnull;
 
@@ -186,20 +291,19 @@ FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread)
 
 	run_ok = WfTryLockRunsShared(runs, has_run, n);
 	chosen = palloc(sizeof(Datum) * n);
+	chosen_runs = palloc(sizeof(pg_uuid_t) * n);
 	for (uint64 i = 0; i < n; i++)
 		if (run_ok[i])
+		{
+			chosen_runs[nchosen] = runs[i];
 			chosen[nchosen++] = UUIDPGetDatum(&ids[i]);
+		}
 	if (nchosen == 0)
 		return 0;
 
-	fired = palloc(sizeof(WfSettledStep) * nchosen);
-	nfired = FireSteps(chosen, nchosen, fired);
-	for (int i = 0; i < nfired; i++)
-		WfNoteStepTerminal(&fired[i].run_id, fired[i].shard,
-						   &fired[i].step_id,
-						   fired[i].succeeded ? "SUCCEEDED" : "FAILED",
-						   fired[i].from);
-	WfFinishPending();
+	nfired = TryFire(chosen, nchosen);
+	if (nfired < 0)
+		nfired = FireRunByRun(chosen, chosen_runs, nchosen);
 	return nfired;
 }
 
