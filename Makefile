@@ -2,9 +2,9 @@
 
 EXTENSION = workflow
 MODULE_big = workflow
-DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
+DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.7.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
 	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql \
-	workflow--1.5--1.6.sql
+	workflow--1.5--1.6.sql workflow--1.6--1.7.sql
 OBJS = \
 	src/workflow.o \
 	src/xact_state.o \
@@ -30,7 +30,8 @@ OBJS = \
 	src/history.o \
 	src/run_history.o \
 	src/graph.o \
-	src/privilege.o
+	src/privilege.o \
+	src/pending.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=workflow

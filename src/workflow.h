@@ -305,7 +305,7 @@ extern void WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.6"
+#define WF_SQL_VERSION "1.7"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);
