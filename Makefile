@@ -18,6 +18,7 @@ OBJS = \
 	src/definition.o \
 	src/run.o \
 	src/cascade.o \
+	src/pins.o \
 	src/waits.o \
 	src/status.o \
 	src/run_moves.o \
@@ -25,6 +26,8 @@ OBJS = \
 	src/events.o \
 	src/timers.o \
 	src/cancel.o \
+	src/resume.o \
+	src/retry.o \
 	src/triggers.o \
 	src/purge.o \
 	src/history.o \

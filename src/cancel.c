@@ -1,7 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * cancel.c
- *	  cancel_run: cancellation of a whole run.
+ *	  cancel_run and retire_run: the end of a whole run by an operator.
+ *
+ * Both end a run the same way; they differ in the status the run ends in
+ * (CANCELED or RETIRED_UNRESUMABLE), the reason its steps and jobs are
+ * given, its history event and the moves the run state machine allows
+ * them (retire_run also ends a blocked run; a finished run is
+ * run_already_terminal for cancel_run and an invalid move for retire_run).
  *
  * Locks, in order: the run's live jobs (ascending id), the run's release
  * lock exclusive (waiting for completions in flight, which hold it
@@ -30,18 +36,42 @@
 #include "workflow.h"
 
 PG_FUNCTION_INFO_V1(workflow_cancel_run);
+PG_FUNCTION_INFO_V1(workflow_retire_run);
+
+/* how one operator call ends a run */
+typedef struct RunEnding
+{
+	const char *status;			/* the run's final status */
+	const char *reason_code;	/* status_reason of its steps, code of its jobs */
+	const char *event_type;		/* its run event */
+	WfRunCall	call;
+	bool		reason_required;
+} RunEnding;
+
+static const RunEnding cancel_ending = {
+	"CANCELED", WF_REASON_RUN_CANCELED, "run_canceled", WF_CALL_CANCEL_RUN, false
+};
+static const RunEnding retire_ending = {
+	"RETIRED_UNRESUMABLE", WF_REASON_RUN_RETIRED, "run_retired",
+	WF_CALL_RETIRE_RUN, true
+};
 
 static Datum CancelRun(PG_FUNCTION_ARGS);
+static Datum RetireRun(PG_FUNCTION_ARGS);
+static Datum EndRun(FunctionCallInfo fcinfo, const RunEnding *ending);
+static void CheckEndingMove(const pg_uuid_t *run_id, const char *status,
+							const RunEnding *ending);
 
 static Datum RunStatusDatum(FunctionCallInfo fcinfo, const char *label);
 static uint64 LockLiveJobs(const pg_uuid_t *run_id, bool nowait);
 static uint64 RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids);
 static int32 CancelSteps(const pg_uuid_t *run_id, Datum reason,
-						 const char *nulls);
+						 const char *nulls, const RunEnding *ending);
 static void CancelJobs(Datum *job_ids, uint64 njobs, Datum reason,
-					   const char *nulls);
+					   const char *nulls, const RunEnding *ending);
 static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled,
-							  const char *from, const char *reason);
+							  const char *from, const char *reason,
+							  const RunEnding *ending);
 
 static const char *live_jobs_sql_base =
 	"SELECT j.id FROM workflow.job_queue j"
@@ -106,19 +136,20 @@ RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids)
 }
 
 /*
- * CancelSteps cancels every unfinished step of the run; returns how many.
- * It runs before the jobs are canceled, so the job triggers find their
- * steps terminal and do nothing.
+ * CancelSteps cancels every unfinished step of the run, held ones
+ * included; returns how many.  It runs before the jobs are canceled, so
+ * the job triggers find their steps terminal and do nothing.
  */
 static int32
-CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
+CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
+			const RunEnding *ending)
 {
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
 		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
-		" wake_at = NULL,"
-		" status_reason = '" WF_REASON_RUN_CANCELED "',"
-		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
+		" wake_at = NULL, held = false,"
+		" status_reason = $4,"
+		" last_error_code = $4,"
 		" last_error_message = $2,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" history_gap = s.history_gap OR NOT $3,"
@@ -128,52 +159,56 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls)
 		" RETURNING s.workflow_run_id, s.step_key),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
-		"  pg_catalog.jsonb_build_object('error_code', '" WF_REASON_RUN_CANCELED "'::pg_catalog.text,"
-		"  'reason', $2)"
+		"  pg_catalog.jsonb_build_object('error_code', $4, 'reason', $2)"
 		"  FROM u WHERE $3)"
 		" SELECT 1 FROM u";
-	static const Oid steps_types[3] = {UUIDOID, TEXTOID, BOOLOID};
-	Datum		values[3];
-	char		step_nulls[3] = "   ";
+	static const Oid steps_types[4] = {UUIDOID, TEXTOID, BOOLOID, TEXTOID};
+	Datum		values[4];
+	char		step_nulls[4] = "    ";
 
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = reason;
 	step_nulls[1] = nulls[1];
 	values[2] = BoolGetDatum(WfHistoryRecordsSteps());
-	WfExecuteAsEngine(&steps_plan, steps_sql, 3, steps_types, values,
+	values[3] = CStringGetTextDatum(ending->reason_code);
+	WfExecuteAsEngine(&steps_plan, steps_sql, 4, steps_types, values,
 					  step_nulls);
 	return (int32) SPI_processed;
 }
 
 /* CancelJobs cancels the run's live jobs, which this call holds. */
 static void
-CancelJobs(Datum *job_ids, uint64 njobs, Datum reason, const char *nulls)
+CancelJobs(Datum *job_ids, uint64 njobs, Datum reason, const char *nulls,
+		   const RunEnding *ending)
 {
 	static SPIPlanPtr jobs_plan = NULL;
 	static const char *jobs_sql =
 		"UPDATE workflow.job_queue j SET status = 'CANCELED',"
-		" last_error_code = '" WF_REASON_RUN_CANCELED "',"
+		" last_error_code = $3,"
 		" last_error_message = $2, leased_until = NULL,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE j.id" OP("=") "ANY ($1)";
-	static const Oid jobs_types[2] = {UUIDARRAYOID, TEXTOID};
-	Datum		job_values[2];
+	static const Oid jobs_types[3] = {UUIDARRAYOID, TEXTOID, TEXTOID};
+	Datum		job_values[3];
+	char		job_nulls[3] = "   ";
 
 	job_values[0] = WfArray(job_ids, NULL, njobs, UUIDOID);
 	job_values[1] = reason;
-	WfExecute(&jobs_plan, jobs_sql, 2, jobs_types, job_values, nulls,
+	job_nulls[1] = nulls[1];
+	job_values[2] = CStringGetTextDatum(ending->reason_code);
+	WfExecute(&jobs_plan, jobs_sql, 3, jobs_types, job_values, job_nulls,
 			  false, 0);
 }
 
 /*
  * FinishCanceledRun moves the live counts of the run's counter shards, if
- * it has any, to canceled, then writes the run row once, last: CANCELED,
- * its final counters and its finish time; and notifies that it finished.
+ * it has any, to canceled, then writes the run row once, last: its final
+ * status, counters and finish time; and notifies that it finished.
  */
 static void
 FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
-				  const char *reason)
+				  const char *reason, const RunEnding *ending)
 {
 	static SPIPlanPtr shards_plan = NULL;
 	static const char *shards_sql =
@@ -185,7 +220,7 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
 	static const Oid shards_types[1] = {UUIDOID};
 	static SPIPlanPtr finish_plan = NULL;
 	static const char *finish_sql =
-		"UPDATE workflow.workflow_runs r SET status = 'CANCELED',"
+		"UPDATE workflow.workflow_runs r SET status = $4::workflow.run_status,"
 		" steps_succeeded = CASE WHEN r.counter_shards" OP(">") "0"
 		"  THEN t.succeeded ELSE r.steps_succeeded END,"
 		" steps_failed = CASE WHEN r.counter_shards" OP(">") "0"
@@ -203,8 +238,8 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "$1) t"
 		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";
-	static const Oid finish_types[3] = {UUIDOID, INT4OID, BOOLOID};
-	Datum		values[3];
+	static const Oid finish_types[4] = {UUIDOID, INT4OID, BOOLOID, TEXTOID};
+	Datum		values[4];
 	pg_uuid_t	org;
 	bool		has_org;
 	StringInfoData detail;
@@ -214,19 +249,40 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
 			  false, 0);
 	values[1] = Int32GetDatum(ncanceled);
 	values[2] = BoolGetDatum(WfHistoryRecordsRuns());
-	WfExecute(&finish_plan, finish_sql, 3, finish_types, values, NULL,
+	values[3] = CStringGetTextDatum(ending->status);
+	WfExecute(&finish_plan, finish_sql, 4, finish_types, values, NULL,
 			  false, 0);
 	has_org = WfResultUuid(0, 1, &org);
 	WfDetailBegin(&detail);
 	WfDetailText(&detail, "from", from);
 	WfDetailText(&detail, "reason", reason);
-	WfRecordRunEvent(run_id, "run_canceled", WfDetailEnd(&detail));
-	WfNotifyRunTerminal(run_id, has_org ? &org : NULL, "CANCELED");
+	WfRecordRunEvent(run_id, ending->event_type, WfDetailEnd(&detail));
+	WfNotifyRunTerminal(run_id, has_org ? &org : NULL, ending->status);
 }
 
-/* workflow_cancel_run cancels a run and everything in it not yet finished. */
+/*
+ * CheckEndingMove raises unless the run, in status under its release
+ * lock, may end as ending says: a finished run is run_already_terminal
+ * for cancel_run (as it always was), an invalid move for retire_run.
+ */
+static void
+CheckEndingMove(const pg_uuid_t *run_id, const char *status,
+				const RunEnding *ending)
+{
+	if (ending->call == WF_CALL_CANCEL_RUN && WfRunStatusTerminal(status))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_RUN_ALREADY_TERMINAL ": run %s is %s",
+						WfUuidString(run_id), status)));
+	WfCheckRunMove(run_id, status, ending->status, ending->call);
+}
+
+/*
+ * EndRun ends a run and everything in it not yet finished, as ending says;
+ * a repeat returns the status the run already ended in.
+ */
 static Datum
-CancelRun(PG_FUNCTION_ARGS)
+EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 {
 	pg_uuid_t  *run_id;
 	char	   *reason = NULL;
@@ -240,6 +296,8 @@ CancelRun(PG_FUNCTION_ARGS)
 	WfRequireReadCommitted();
 	if (PG_ARGISNULL(0))
 		wf_invalid_argument("workflow_run_id must not be null");
+	if (PG_ARGISNULL(1) && ending->reason_required)
+		wf_invalid_argument("reason must not be null");
 	run_id = PG_GETARG_UUID_P(0);
 	if (!PG_ARGISNULL(1))
 		reason = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
@@ -256,18 +314,12 @@ CancelRun(PG_FUNCTION_ARGS)
 
 	/* 3. only now is the run's status final for us to judge */
 	status = WfFindRun(run_id, NULL);
-	if (strcmp(status, "CANCELED") == 0)
+	if (strcmp(status, ending->status) == 0)
 	{
 		SPI_finish();
-		PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
+		PG_RETURN_DATUM(RunStatusDatum(fcinfo, ending->status));
 	}
-	if (WfRunStatusTerminal(status))
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_WRONG_STATE),
-				 errmsg(WF_RUN_ALREADY_TERMINAL ": run %s is %s",
-						WfUuidString(run_id), status)));
-
-	WfCheckRunMove(run_id, status, "CANCELED", WF_CALL_CANCEL_RUN);
+	CheckEndingMove(run_id, status, ending);
 
 	/* 4. jobs released while we waited */
 	njobs = RelockLiveJobs(run_id, &job_ids);
@@ -275,14 +327,28 @@ CancelRun(PG_FUNCTION_ARGS)
 	/* 5. steps before jobs, so the job triggers find nothing to do */
 	reason_value = reason ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[1] = reason ? ' ' : 'n';
-	ncanceled = CancelSteps(run_id, reason_value, nulls);
+	ncanceled = CancelSteps(run_id, reason_value, nulls, ending);
 	if (njobs > 0)
-		CancelJobs(job_ids, njobs, reason_value, nulls);
+		CancelJobs(job_ids, njobs, reason_value, nulls, ending);
 
 	/* 6. its counter shards, if any, then the run, once, last */
-	FinishCanceledRun(run_id, ncanceled, status, reason);
+	FinishCanceledRun(run_id, ncanceled, status, reason, ending);
 	SPI_finish();
-	PG_RETURN_DATUM(RunStatusDatum(fcinfo, "CANCELED"));
+	PG_RETURN_DATUM(RunStatusDatum(fcinfo, ending->status));
+}
+
+/* CancelRun cancels a run: workflow.cancel_run. */
+static Datum
+CancelRun(PG_FUNCTION_ARGS)
+{
+	return EndRun(fcinfo, &cancel_ending);
+}
+
+/* RetireRun ends a run RETIRED_UNRESUMABLE: workflow.retire_run. */
+static Datum
+RetireRun(PG_FUNCTION_ARGS)
+{
+	return EndRun(fcinfo, &retire_ending);
 }
 
 /*
@@ -290,3 +356,4 @@ CancelRun(PG_FUNCTION_ARGS)
  * confined to the caller's organizations (privilege.c).
  */
 WF_OWNER_ENTRY(workflow_cancel_run, CancelRun)
+WF_OWNER_ENTRY(workflow_retire_run, RetireRun)

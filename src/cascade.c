@@ -56,7 +56,8 @@ typedef enum WfOutcome
 {
 	WF_OUTCOME_WAIT = 0,		/* still has pending prerequisites */
 	WF_OUTCOME_RELEASE,
-	WF_OUTCOME_CANCEL
+	WF_OUTCOME_CANCEL,
+	WF_OUTCOME_HOLD				/* ready, but its run's pin fails */
 } WfOutcome;
 
 /* one dependent of the current level, with what the level does to it */
@@ -71,7 +72,16 @@ typedef struct WfDependent
 	WfStepKind	kind;
 	pg_uuid_t	run_id;
 	int16		shard;
+	bool		pinned;			/* its run is pinned to a registered version */
+	const char *blocked;		/* WF_OUTCOME_HOLD: the pin's verdict */
 } WfDependent;
+
+/* a pinned run's pin, checked once per run per call */
+typedef struct WfPinCheck
+{
+	pg_uuid_t	run_id;
+	const char *verdict;		/* NULL: the pin holds */
+} WfPinCheck;
 
 /* an edge out of the current level */
 typedef struct WfEdge
@@ -85,6 +95,9 @@ static WfTerminalStep *pending_steps = NULL;
 static int	n_pending = 0;
 static int	max_pending = 0;
 static bool finishing = false;
+
+static WfPinCheck *pin_checks = NULL;
+static int	n_pin_checks = 0;
 
 /* the highest dependent id this transaction holds a lock on */
 static LocalTransactionId held_lxid = InvalidLocalTransactionId;
@@ -119,6 +132,10 @@ static WfCounter ReleasedCounter(WfStepKind kind);
 static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
 								pg_uuid_t *events, int nevents,
 								WfTerminalStep *next, int nnext);
+static WfTerminalStep *AppendPending(void);
+static const char *RunPinVerdict(const pg_uuid_t *run_id);
+static void HoldDependentGroup(pg_uuid_t *ids, int n, int32 done,
+							   int32 unsatisfied);
 
 /*
  * WfNoteStepTerminal records that a step just became terminal: its run's
@@ -145,6 +162,21 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 	WfRunDeltaAdd(run_id, shard, from, -1);
 	WfRunDeltaAdd(run_id, shard, to, 1);
 
+	step = AppendPending();
+	step->step_id = *step_id;
+	step->run_id = *run_id;
+	step->succeeded = (to == WF_COUNT_SUCCEEDED);
+}
+
+/*
+ * AppendPending returns a new entry at the end of the collected steps,
+ * tagged with the current subtransaction.
+ */
+static WfTerminalStep *
+AppendPending(void)
+{
+	WfTerminalStep *step;
+
 	if (n_pending == max_pending)
 	{
 		MemoryContext old = MemoryContextSwitchTo(WfPendingContext());
@@ -158,10 +190,8 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 		MemoryContextSwitchTo(old);
 	}
 	step = &pending_steps[n_pending++];
-	step->step_id = *step_id;
-	step->run_id = *run_id;
-	step->succeeded = (to == WF_COUNT_SUCCEEDED);
 	step->subid = GetCurrentSubTransactionId();
+	return step;
 }
 
 /*
@@ -204,6 +234,8 @@ CascadeReset(void)
 	n_pending = 0;
 	max_pending = 0;
 	finishing = false;
+	pin_checks = NULL;
+	n_pin_checks = 0;
 }
 
 /* WfCascadeInit registers the cascade's end-of-transaction hooks. */
@@ -446,7 +478,7 @@ LockDependents(WfDependent *deps, int ndeps)
 	static const char *lock_sql =
 		"SELECT s.id, s.status::pg_catalog.text, s.dependency_count_pending,"
 		" s.dependency_count_unsatisfied, s.execution_kind::pg_catalog.text,"
-		" s.workflow_run_id, s.counter_shard::pg_catalog.int4"
+		" s.workflow_run_id, s.counter_shard::pg_catalog.int4, s.pinned"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.id" OP("=") "ANY ($1)"
 		" ORDER BY s.id FOR NO KEY UPDATE";
@@ -496,7 +528,8 @@ LockDependents(WfDependent *deps, int ndeps)
  * DecideOutcomes reads each dependent's row as LockDependents left it and
  * decides what this level does to it: a BLOCKED step whose last
  * prerequisite finished is released, or canceled when an ON_SUCCESS
- * prerequisite did not succeed; any other waits.
+ * prerequisite did not succeed, or held when its run's pin fails; any
+ * other waits.
  */
 static void
 DecideOutcomes(WfDependent *deps, int ndeps)
@@ -515,6 +548,8 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 		deps[i].kind = WfStepKindFromLabel(WfResultText(i, 5));
 		WfResultUuid(i, 6, &deps[i].run_id);
 		deps[i].shard = (int16) WfResultInt32(i, 7);
+		deps[i].pinned = WfResultBool(i, 8);
+		deps[i].blocked = NULL;
 		pending -= deps[i].done;
 		unsatisfied += deps[i].unsatisfied;
 		if (pending < 0)
@@ -529,6 +564,40 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 		else
 			deps[i].outcome = WF_OUTCOME_RELEASE;
 	}
+
+	/* the pin, read only now: the run lookups leave SPI_tuptable */
+	for (int i = 0; i < ndeps; i++)
+		if (deps[i].outcome == WF_OUTCOME_RELEASE && deps[i].pinned &&
+			(deps[i].blocked = RunPinVerdict(&deps[i].run_id)) != NULL)
+			deps[i].outcome = WF_OUTCOME_HOLD;
+}
+
+/*
+ * RunPinVerdict checks a pinned run's pin once per call: NULL when it
+ * holds, else the BLOCKED_* status the run is held in (pins.c).
+ */
+static const char *
+RunPinVerdict(const pg_uuid_t *run_id)
+{
+	MemoryContext old;
+	const char *verdict;
+
+	for (int i = 0; i < n_pin_checks; i++)
+		if (WfUuidCompare(&pin_checks[i].run_id, run_id) == 0)
+			return pin_checks[i].verdict;
+
+	verdict = WfPinVerdict(run_id);
+	old = MemoryContextSwitchTo(WfPendingContext());
+	if (pin_checks == NULL)
+		pin_checks = palloc(sizeof(WfPinCheck) * 8);
+	else if (n_pin_checks % 8 == 0)
+		pin_checks = repalloc(pin_checks,
+							  sizeof(WfPinCheck) * (n_pin_checks + 8));
+	MemoryContextSwitchTo(old);
+	pin_checks[n_pin_checks].run_id = *run_id;
+	pin_checks[n_pin_checks].verdict = verdict;
+	n_pin_checks++;
+	return verdict;
 }
 
 /*
@@ -573,6 +642,9 @@ UpdateDependents(WfDependent *deps, int ndeps)
 		if (StartsTimer(&deps[i]))
 			ReleaseTimerGroup(group_ids, ngroup, deps[i].done,
 							  deps[i].unsatisfied);
+		else if (deps[i].outcome == WF_OUTCOME_HOLD)
+			HoldDependentGroup(group_ids, ngroup, deps[i].done,
+							   deps[i].unsatisfied);
 		else
 			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
 								 deps[i].unsatisfied, deps[i].outcome);
@@ -649,6 +721,9 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 		switch (dep->outcome)
 		{
 			case WF_OUTCOME_WAIT:
+				break;
+			case WF_OUTCOME_HOLD:
+				WfRunDeltaBlock(&dep->run_id, dep->shard, dep->blocked);
 				break;
 			case WF_OUTCOME_RELEASE:
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
@@ -758,6 +833,84 @@ UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied,
 }
 
 /*
+ * HoldDependentGroup applies one level's effect to a group of dependents
+ * that are ready but whose run's pin fails: their counters, and held, so
+ * that resume_run finds them; they stay BLOCKED.
+ */
+static void
+HoldDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
+		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
+		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
+		" held = true,"
+		" history_gap = s.history_gap OR NOT $4,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" RETURNING s.workflow_run_id, s.step_key),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, 'step_held', '{}'::pg_catalog.jsonb"
+		"  FROM u WHERE $4)"
+		" SELECT 1 FROM u";
+	static const Oid types[4] = {UUIDARRAYOID, INT4OID, INT4OID, BOOLOID};
+	Datum		values[4];
+	int			ret;
+
+	values[0] = IdArray(ids, n);
+	values[1] = Int32GetDatum(done);
+	values[2] = Int32GetDatum(unsatisfied);
+	values[3] = BoolGetDatum(WfHistoryRecordsSteps());
+	ret = WfExecuteAsEngine(&plan, sql, 4, types, values, NULL);
+	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
+}
+
+/*
+ * WfReleaseSteps releases BLOCKED steps that wait for nothing (resume_run's
+ * held steps, retry_run's reset ones) as the cascade releases a dependent
+ * whose last prerequisite finished, the pin check included.  Steps that
+ * finish at once are collected for WfFinishPending, which the caller calls
+ * next, holding the runs' release locks.
+ */
+void
+WfReleaseSteps(const pg_uuid_t *ids, int n)
+{
+	WfDependent *deps;
+	pg_uuid_t  *sorted;
+	WfTerminalStep *next;
+	int			nnext = 0;
+
+	if (n == 0)
+		return;
+	sorted = palloc(sizeof(pg_uuid_t) * n);
+	memcpy(sorted, ids, sizeof(pg_uuid_t) * n);
+	qsort(sorted, n, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	deps = palloc0(sizeof(WfDependent) * n);
+	for (int i = 0; i < n; i++)
+		deps[i].step_id = sorted[i];
+	pfree(sorted);
+
+	LockDependents(deps, n);
+	DecideOutcomes(deps, n);
+	UpdateDependents(deps, n);
+	ApplyOutcomes(deps, n, &next, &nnext);
+	for (int i = 0; i < nnext; i++)
+	{
+		WfTerminalStep *step = AppendPending();
+
+		step->step_id = next[i].step_id;
+		step->run_id = next[i].run_id;
+		step->succeeded = next[i].succeeded;
+	}
+	pfree(next);
+	pfree(deps);
+}
+
+/*
  * ReleaseTimerGroup releases a group of sleep and event steps: a sleep step
  * SLEEPING until its wake time, an event step WAITING_FOR_EXTERNAL with its
  * timeout as its wake time (none without one), with step_released and, for
@@ -821,7 +974,7 @@ InsertReleasedJobs(pg_uuid_t *ids, int n)
 		"  THEN pg_catalog.statement_timestamp()"
 		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
 		"   secs => s.start_after_seconds) END,"
-		" s.workflow_run_id, s.id, 0"
+		" s.workflow_run_id, s.id, s.generation"
 		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
 	static const Oid insert_types[1] = {UUIDARRAYOID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);

@@ -64,6 +64,7 @@
 /* Codes the engine writes into rows rather than raises. */
 #define WF_REASON_DEPENDENCY_UNSATISFIED	"workflow.dependency_unsatisfied"
 #define WF_REASON_RUN_CANCELED				"workflow.run_canceled"
+#define WF_REASON_RUN_RETIRED				"workflow.run_retired"
 #define WF_REASON_LEASE_EXPIRED				"job.lease_expired"
 #define WF_REASON_EVENT_TIMEOUT				"workflow.event_timeout"
 

@@ -60,6 +60,9 @@ typedef struct RunDeltaEntry
 	int16		shard;			/* 0: the run row itself */
 	SubTransactionId subid;
 	int32		delta[WF_NUM_COUNTERS];
+	WfRunCall	call;			/* who moves the run's status */
+	const char *blocked;		/* the BLOCKED_* status a release was held
+								 * for, or NULL */
 } RunDeltaEntry;
 
 /* what a run's status follows from, read back from its run row */
@@ -82,7 +85,10 @@ static void SumShards(const pg_uuid_t *run_id, int32 *succeeded,
 static char *UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts);
 static void FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts);
 static void SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
-						 const char *new_status);
+						 const char *new_status, const char *event_type);
+static RunDeltaEntry *RunDeltaEntryFor(const pg_uuid_t *run_id, int16 shard);
+static bool CountersChange(const RunDeltaEntry *entry);
+static void MergeMove(RunDeltaEntry *into, const RunDeltaEntry *from);
 static void ApplyRunDelta(const RunDeltaEntry *entry, bool sharded);
 static void ApplyShardDelta(const RunDeltaEntry *entry,
 							RunDeltaEntry *run_delta, bool late);
@@ -133,10 +139,13 @@ WfStatusInit(void)
 	WfRegisterXactHooks(&hooks);
 }
 
-/* WfRunDeltaAdd adds delta to one counter of a run's counter shard. */
-void
-WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
-			  int32 delta)
+/*
+ * RunDeltaEntryFor returns the record that collects the current
+ * subtransaction's changes to a run's counter shard: the last one if it is
+ * that, else a new one.
+ */
+static RunDeltaEntry *
+RunDeltaEntryFor(const pg_uuid_t *run_id, int16 shard)
 {
 	SubTransactionId subid = GetCurrentSubTransactionId();
 	RunDeltaEntry *entry;
@@ -146,10 +155,7 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
 		entry = &run_deltas[n_run_deltas - 1];
 		if (entry->subid == subid && entry->shard == shard &&
 			WfUuidCompare(&entry->run_id, run_id) == 0)
-		{
-			entry->delta[counter] += delta;
-			return;
-		}
+			return entry;
 	}
 	if (n_run_deltas == max_run_deltas)
 	{
@@ -168,7 +174,46 @@ WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
 	entry->shard = shard;
 	entry->subid = subid;
 	memset(entry->delta, 0, sizeof(entry->delta));
-	entry->delta[counter] = delta;
+	entry->call = WF_CALL_STEP_CHANGE;
+	entry->blocked = NULL;
+	return entry;
+}
+
+/* WfRunDeltaAdd adds delta to one counter of a run's counter shard. */
+void
+WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard, WfCounter counter,
+			  int32 delta)
+{
+	RunDeltaEntry *entry = RunDeltaEntryFor(run_id, shard);
+
+	entry->delta[counter] += delta;
+}
+
+/*
+ * WfRunDeltaBlock records that a release in the run (counted in shard) was
+ * held because its pin failed with blocked_status: the run's status
+ * becomes that when its counters are applied, unless the run finished.
+ */
+void
+WfRunDeltaBlock(const pg_uuid_t *run_id, int16 shard,
+				const char *blocked_status)
+{
+	RunDeltaEntry *entry = RunDeltaEntryFor(run_id, shard);
+
+	entry->blocked = blocked_status;
+}
+
+/*
+ * WfRunDeltaCall records that call (resume_run, retry_run) makes this
+ * transaction's change of the run's status: the run may leave a blocked
+ * or finished status, by the moves of that call.
+ */
+void
+WfRunDeltaCall(const pg_uuid_t *run_id, int16 shard, WfRunCall call)
+{
+	RunDeltaEntry *entry = RunDeltaEntryFor(run_id, shard);
+
+	entry->call = call;
 }
 
 /*
@@ -227,7 +272,15 @@ WfRunStatusTerminal(const char *status)
 {
 	return strcmp(status, "SUCCEEDED") == 0 ||
 		strcmp(status, "COMPLETED_WITH_ERRORS") == 0 ||
-		strcmp(status, "CANCELED") == 0;
+		strcmp(status, "CANCELED") == 0 ||
+		strcmp(status, "RETIRED_UNRESUMABLE") == 0;
+}
+
+/* WfRunStatusBlocked says whether a run status is one of BLOCKED_*. */
+bool
+WfRunStatusBlocked(const char *status)
+{
+	return strncmp(status, "BLOCKED_", 8) == 0;
 }
 
 /*
@@ -361,12 +414,12 @@ FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts)
 
 /*
  * SetRunStatus writes a run's new status, with its finish time and result
- * when it enters a terminal status, records the change in the history,
- * and then notifies that the run finished.
+ * when it enters a terminal status, records the change in the history as
+ * event_type (from, to), and then notifies that the run finished.
  */
 static void
 SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
-			 const char *new_status)
+			 const char *new_status, const char *event_type)
 {
 	static SPIPlanPtr status_plan = NULL;
 	static const char *status_sql =
@@ -398,7 +451,7 @@ SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
 	WfDetailBegin(&detail);
 	WfDetailText(&detail, "from", old_status);
 	WfDetailText(&detail, "to", new_status);
-	WfRecordRunEvent(run_id, "run_status_changed", WfDetailEnd(&detail));
+	WfRecordRunEvent(run_id, event_type, WfDetailEnd(&detail));
 
 	if (terminal)
 		WfNotifyRunTerminal(run_id, has_org ? &org : NULL, new_status);
@@ -408,6 +461,8 @@ SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
  * ApplyRunDelta writes one run's counter changes and its new status.  For
  * a sharded run the delta counts shards crossing zero, and the outcome
  * counters are summed from the shards into the run row when it finishes.
+ * A run whose release was held enters the BLOCKED_* status it was held
+ * for, and stays there until resume_run moves it on.
  */
 static void
 ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
@@ -417,8 +472,11 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 	const char *new_status;
 
 	old_status = UpdateRunCounters(entry, &counts);
-	if (strcmp(old_status, "CANCELED") == 0)
-		return;					/* a canceled run stays canceled */
+	if (strcmp(old_status, "CANCELED") == 0 ||
+		strcmp(old_status, "RETIRED_UNRESUMABLE") == 0)
+		return;					/* an ended run stays ended */
+	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN)
+		return;					/* held until resume_run */
 
 	if (sharded && counts.active == 0 && counts.waiting == 0 &&
 		counts.blocked == 0)
@@ -426,11 +484,14 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 	new_status = WfComputeRunStatus(counts.active, counts.waiting,
 									counts.blocked, counts.failed,
 									counts.canceled);
+	if (entry->blocked != NULL && !WfRunStatusTerminal(new_status))
+		new_status = entry->blocked;
 	if (strcmp(old_status, new_status) == 0)
 		return;
-	WfCheckRunMove(&entry->run_id, old_status, new_status,
-				   WF_CALL_STEP_CHANGE);
-	SetRunStatus(&entry->run_id, old_status, new_status);
+	WfCheckRunMove(&entry->run_id, old_status, new_status, entry->call);
+	SetRunStatus(&entry->run_id, old_status, new_status,
+				 new_status == entry->blocked ? "run_blocked" :
+				 "run_status_changed");
 }
 
 /*
@@ -506,14 +567,35 @@ CompareRunDelta(const void *a, const void *b)
 	return (int) x->shard - (int) y->shard;
 }
 
-/* DeltaChanges says whether a record changes any counter. */
+/* CountersChange says whether a record changes any counter. */
 static bool
-DeltaChanges(const RunDeltaEntry *entry)
+CountersChange(const RunDeltaEntry *entry)
 {
 	for (int c = 0; c < WF_NUM_COUNTERS; c++)
 		if (entry->delta[c] != 0)
 			return true;
 	return false;
+}
+
+/*
+ * DeltaChanges says whether a record changes any counter or says how the
+ * run's status moves.
+ */
+static bool
+DeltaChanges(const RunDeltaEntry *entry)
+{
+	return CountersChange(entry) || entry->blocked != NULL ||
+		entry->call != WF_CALL_STEP_CHANGE;
+}
+
+/* MergeMove adds what one record says of the run's move to another. */
+static void
+MergeMove(RunDeltaEntry *into, const RunDeltaEntry *from)
+{
+	if (from->blocked != NULL)
+		into->blocked = from->blocked;
+	if (from->call != WF_CALL_STEP_CHANGE)
+		into->call = from->call;
 }
 
 /*
@@ -531,6 +613,7 @@ MergeRunDeltas(RunDeltaEntry *entries, int n)
 		{
 			for (int c = 0; c < WF_NUM_COUNTERS; c++)
 				entries[nkeys - 1].delta[c] += entries[i].delta[c];
+			MergeMove(&entries[nkeys - 1], &entries[i]);
 		}
 		else
 			entries[nkeys++] = entries[i];
@@ -553,6 +636,8 @@ ApplyRunShards(const RunDeltaEntry *entries, int nkeys, int first,
 	*run_delta = entries[first];
 	run_delta->shard = 0;
 	memset(run_delta->delta, 0, sizeof(run_delta->delta));
+	run_delta->call = WF_CALL_STEP_CHANGE;
+	run_delta->blocked = NULL;
 	for (i = first; i < nkeys &&
 		 WfUuidCompare(&entries[i].run_id, &run_delta->run_id) == 0; i++)
 	{
@@ -561,8 +646,9 @@ ApplyRunShards(const RunDeltaEntry *entries, int nkeys, int first,
 					(errcode(WF_SQLSTATE_INTERNAL),
 					 errmsg(WF_INTERNAL_STATE ": run %s counts steps both on its row and in shards",
 							WfUuidString(&run_delta->run_id))));
-		if (DeltaChanges(&entries[i]))
+		if (CountersChange(&entries[i]))
 			ApplyShardDelta(&entries[i], run_delta, late);
+		MergeMove(run_delta, &entries[i]);
 	}
 	return i;
 }
@@ -652,7 +738,7 @@ RunCounters(PG_FUNCTION_ARGS)
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "r.id) x"
 		" ON r.counter_shards" OP(">") "0"
-		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED}'::workflow.run_status[])"
+		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE}'::workflow.run_status[])"
 		" WHERE r.id" OP("=") "$1";
 	static const Oid types[1] = {UUIDOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;

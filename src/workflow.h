@@ -144,6 +144,7 @@ extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
 extern void WfNoteHeldStep(const pg_uuid_t *step_id);
+extern void WfReleaseSteps(const pg_uuid_t *ids, int n);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
@@ -168,10 +169,28 @@ extern int	WfConsumeSentEvents(const pg_uuid_t *ids, int n,
 extern bool WfConsumeEvent(const pg_uuid_t *step_id, const pg_uuid_t *event_id,
 						   WfSettledStep *settled);
 
+/* the calls that move a run's status (run_moves.c checks their moves) */
+typedef enum WfRunCall
+{
+	WF_CALL_START_RUN = 0,
+	WF_CALL_STEP_CHANGE,
+	WF_CALL_CANCEL_RUN,
+	WF_CALL_RETIRE_RUN,
+	WF_CALL_RESUME_RUN,
+	WF_CALL_RETRY_RUN
+} WfRunCall;
+
+/* pins.c: whether a pinned run's registered version still stands */
+extern const char *WfPinVerdict(const pg_uuid_t *run_id);
+
 /* status.c: run counters, status recomputation, notification */
 extern void WfStatusInit(void);
 extern void WfRunDeltaAdd(const pg_uuid_t *run_id, int16 shard,
 						  WfCounter counter, int32 delta);
+extern void WfRunDeltaBlock(const pg_uuid_t *run_id, int16 shard,
+							const char *blocked_status);
+extern void WfRunDeltaCall(const pg_uuid_t *run_id, int16 shard,
+						   WfRunCall call);
 extern char *WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
@@ -180,16 +199,11 @@ extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 									  int32 blocked, int32 failed,
 									  int32 canceled);
 extern bool WfRunStatusTerminal(const char *status);
+extern bool WfRunStatusBlocked(const char *status);
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
 
 /* run_moves.c: the run state machine */
-typedef enum WfRunCall
-{
-	WF_CALL_START_RUN = 0,
-	WF_CALL_STEP_CHANGE,
-	WF_CALL_CANCEL_RUN
-} WfRunCall;
 
 extern void WfCheckRunMove(const pg_uuid_t *run_id, const char *from,
 						   const char *to, WfRunCall call);

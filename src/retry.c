@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * retry.c
+ *	  retry_run: the failed part of a finished run, run again.
+ *
+ * A COMPLETED_WITH_ERRORS run's FAILED steps, and the steps the cascade
+ * canceled for workflow.dependency_unsatisfied below them, go back to
+ * BLOCKED with their dependency counters computed from their
+ * prerequisites (a step of the set counts as pending); SUCCEEDED steps,
+ * and steps canceled for any other reason, are kept.  A reset step that
+ * had a job gets the next job generation, so its new job is a new
+ * job_queue row; the old jobs stay as they ended.  The reset steps that
+ * wait for nothing are released as the cascade releases them, and the
+ * run goes on from there, RUNNING again; it notifies again when it
+ * finishes.
+ *
+ * Locks, in order: the run's release lock exclusive (so no completion,
+ * cancellation or release of the run is in flight), the steps to reset in
+ * ascending id, then what their release takes (cascade.c), the run's
+ * counters last (status.c).  Finding the steps to reset reads the run's
+ * steps once: this is an operator's call, not an event path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "workflow.h"
+
+PG_FUNCTION_INFO_V1(workflow_retry_run);
+
+/* a step retry_run resets */
+typedef struct ResetStep
+{
+	pg_uuid_t	id;
+	WfCounter	from;			/* the counter it leaves */
+	int16		shard;
+	bool		ready;			/* waits for nothing once reset */
+} ResetStep;
+
+static Datum RetryRun(PG_FUNCTION_ARGS);
+static int	LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps);
+static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n);
+static void ClearShardedOutcomes(const pg_uuid_t *run_id);
+static Datum StatusDatum(FunctionCallInfo fcinfo, const char *status);
+
+/*
+ * LockStepsToReset locks, in ascending id, the run's FAILED steps and the
+ * steps canceled for an unsatisfied dependency that descend from them
+ * through such steps, and returns them.
+ */
+static int
+LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH RECURSIVE r(id) AS ("
+		" SELECT s.id FROM workflow.workflow_steps s"
+		"  WHERE s.workflow_run_id" OP("=") "$1"
+		"  AND s.status" OP("=") "'FAILED'::workflow.step_status"
+		" UNION"
+		" SELECT e.dependent_step_id FROM r"
+		"  JOIN workflow.workflow_step_dependencies e"
+		"   ON e.prerequisite_step_id" OP("=") "r.id"
+		"  JOIN workflow.workflow_steps d ON d.id" OP("=") "e.dependent_step_id"
+		"  WHERE d.status" OP("=") "'CANCELED'::workflow.step_status"
+		"  AND d.status_reason" OP("=") "'" WF_REASON_DEPENDENCY_UNSATISFIED "')"
+		" SELECT s.id, s.status" OP("=") "'FAILED'::workflow.step_status,"
+		" s.counter_shard::pg_catalog.int4"
+		" FROM workflow.workflow_steps s"
+		" WHERE s.id" OP("=") "ANY (ARRAY(SELECT r.id FROM r))"
+		" ORDER BY s.id FOR NO KEY UPDATE";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+	int			n;
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	n = (int) SPI_processed;
+	*steps = palloc0(sizeof(ResetStep) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		WfResultUuid(i, 1, &(*steps)[i].id);
+		(*steps)[i].from = WfResultBool(i, 2) ? WF_COUNT_FAILED :
+			WF_COUNT_CANCELED;
+		(*steps)[i].shard = (int16) WfResultInt32(i, 3);
+	}
+	return n;
+}
+
+/*
+ * ResetSteps puts the steps back to BLOCKED, counting as pending each
+ * prerequisite that is reset too and as unsatisfied each ON_SUCCESS one
+ * that is kept and did not succeed; clears what their last run left; and
+ * writes step_reset for each.  Marks the steps that wait for nothing.
+ */
+static void
+ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH c AS (SELECT d.id,"
+		"  (pg_catalog.count(p.id) FILTER (WHERE p.id" OP("=") "ANY ($2)))::pg_catalog.int4"
+		"   AS pending,"
+		"  (pg_catalog.count(p.id) FILTER (WHERE e.release_mode" OP("=") "'ON_SUCCESS'"
+		"   AND p.status" OP("<>") "'SUCCEEDED'::workflow.step_status"
+		"   AND NOT p.id" OP("=") "ANY ($2)))::pg_catalog.int4 AS unsatisfied"
+		"  FROM pg_catalog.unnest($2) AS d(id)"
+		"  LEFT JOIN workflow.workflow_step_dependencies e"
+		"   ON e.workflow_run_id" OP("=") "$1 AND e.dependent_step_id" OP("=") "d.id"
+		"  LEFT JOIN workflow.workflow_steps p ON p.id" OP("=") "e.prerequisite_step_id"
+		"  GROUP BY d.id),"
+		" u AS (UPDATE workflow.workflow_steps s SET status = 'BLOCKED',"
+		"  dependency_count_pending = c.pending,"
+		"  dependency_count_unsatisfied = c.unsatisfied,"
+		"  generation = s.generation" OP("+") "(s.job_id IS NOT NULL)::pg_catalog.int4,"
+		"  job_id = NULL, released_at = NULL, started_at = NULL,"
+		"  finished_at = NULL, wake_at = NULL, output = NULL,"
+		"  status_reason = NULL, last_error_code = NULL,"
+		"  last_error_message = NULL, completed_externally = false,"
+		"  history_gap = s.history_gap OR NOT $3,"
+		"  updated_at = pg_catalog.statement_timestamp()"
+		"  FROM c WHERE s.id" OP("=") "c.id"
+		"  RETURNING s.id, s.workflow_run_id, s.step_key, s.generation,"
+		"  c.pending" OP("=") "0 AND c.unsatisfied" OP("=") "0 AS ready),"
+		" e AS (" WF_INSERT_EVENTS
+		"  SELECT u.workflow_run_id, u.step_key, 'step_reset',"
+		"  pg_catalog.jsonb_build_object('generation', u.generation)"
+		"  FROM u WHERE $3)"
+		" SELECT u.id, u.ready FROM u ORDER BY u.id";
+	static const Oid types[3] = {UUIDOID, UUIDARRAYOID, BOOLOID};
+	Datum		values[3];
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+
+	for (int i = 0; i < n; i++)
+		ids[i] = UUIDPGetDatum(&steps[i].id);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = WfArray(ids, NULL, n, UUIDOID);
+	values[2] = BoolGetDatum(WfHistoryRecordsSteps());
+	if (WfExecuteAsEngine(&plan, sql, 3, types, values, NULL) != SPI_OK_SELECT ||
+		SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": steps of run %s changed while locked",
+						WfUuidString(run_id))));
+	/* both in ascending id */
+	for (int i = 0; i < n; i++)
+		steps[i].ready = WfResultBool(i, 2);
+	pfree(ids);
+}
+
+/*
+ * ClearShardedOutcomes sets a live sharded run's outcome counters on its
+ * row back to zero, as while it first ran: its shards hold them, and they
+ * are summed into the row again when it finishes.
+ */
+static void
+ClearShardedOutcomes(const pg_uuid_t *run_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.workflow_runs r SET steps_succeeded = 0,"
+		" steps_failed = 0, steps_canceled = 0"
+		" WHERE r.id" OP("=") "$1 AND r.counter_shards" OP(">") "0"
+		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE}'::workflow.run_status[])";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+}
+
+/* StatusDatum returns a label of the function's run_status result type. */
+static Datum
+StatusDatum(FunctionCallInfo fcinfo, const char *status)
+{
+	return DirectFunctionCall2(enum_in, CStringGetDatum(status),
+							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
+}
+
+/* workflow_retry_run: see the file header. */
+static Datum
+RetryRun(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *status;
+	ResetStep  *steps;
+	pg_uuid_t  *ready;
+	int			n;
+	int			nready = 0;
+	int			nfailed = 0;
+	StringInfoData detail;
+
+	WfRequireReadCommitted();
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	run_id = PG_GETARG_UUID_P(0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfFindRun(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
+	WfLockRunRelease(run_id, true, true);
+
+	status = WfFindRun(run_id, NULL);
+	if (strcmp(status, "COMPLETED_WITH_ERRORS") != 0)
+	{
+		/* a live run is retried already, or has nothing to retry yet */
+		if (WfRunStatusTerminal(status))
+			WfCheckRunMove(run_id, status, "RUNNING", WF_CALL_RETRY_RUN);
+		SPI_finish();
+		PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+	}
+
+	n = LockStepsToReset(run_id, &steps);
+	for (int i = 0; i < n; i++)
+		nfailed += steps[i].from == WF_COUNT_FAILED;
+	if (nfailed == 0)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_INVALID_RUN_TRANSITION ": retry_run cannot move run %s from COMPLETED_WITH_ERRORS to RUNNING",
+						WfUuidString(run_id)),
+				 errdetail("The run has no FAILED step; its errors are canceled steps, which retry_run keeps.")));
+
+	WfDetailBegin(&detail);
+	WfDetailInt(&detail, "failed_steps", nfailed);
+	WfDetailInt(&detail, "reset_steps", n);
+	WfRecordRunEvent(run_id, "run_retried", WfDetailEnd(&detail));
+
+	ResetSteps(run_id, steps, n);
+	ready = palloc(sizeof(pg_uuid_t) * n);
+	for (int i = 0; i < n; i++)
+	{
+		WfRunDeltaAdd(run_id, steps[i].shard, steps[i].from, -1);
+		WfRunDeltaAdd(run_id, steps[i].shard, WF_COUNT_BLOCKED, 1);
+		if (steps[i].ready)
+			ready[nready++] = steps[i].id;
+	}
+	WfRunDeltaCall(run_id, steps[0].shard, WF_CALL_RETRY_RUN);
+	WfReleaseSteps(ready, nready);
+	WfFinishPending();
+	ClearShardedOutcomes(run_id);
+
+	status = WfFindRun(run_id, NULL);
+	SPI_finish();
+	PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+}
+
+WF_OWNER_ENTRY(workflow_retry_run, RetryRun)
