@@ -19,6 +19,8 @@ OBJS = \
 	src/run.o \
 	src/cascade.o \
 	src/pins.o \
+	src/run_jobs.o \
+	src/compensation.o \
 	src/waits.o \
 	src/status.o \
 	src/run_moves.o \

@@ -15,6 +15,16 @@ ALTER TYPE workflow.run_status ADD VALUE 'BLOCKED_MISSING_VERSION';
 ALTER TYPE workflow.run_status ADD VALUE 'BLOCKED_SIGNATURE_MISMATCH';
 ALTER TYPE workflow.run_status ADD VALUE 'RETIRED_UNRESUMABLE';
 
+-- Sagas: a run being undone is COMPENSATING, and ends COMPENSATED only if
+-- every compensation succeeded, else COMPENSATION_FAILED; its steps pass
+-- through the same three statuses.
+ALTER TYPE workflow.run_status ADD VALUE 'COMPENSATING';
+ALTER TYPE workflow.run_status ADD VALUE 'COMPENSATED';
+ALTER TYPE workflow.run_status ADD VALUE 'COMPENSATION_FAILED';
+ALTER TYPE workflow.step_status ADD VALUE 'COMPENSATING';
+ALTER TYPE workflow.step_status ADD VALUE 'COMPENSATED';
+ALTER TYPE workflow.step_status ADD VALUE 'COMPENSATION_FAILED';
+
 -- ---------------------------------------------------------------------------
 -- Run input and pins
 
@@ -43,6 +53,36 @@ ALTER TABLE workflow.workflow_steps
 -- resume_run, retire_run, cancel_run: the held steps of one run.
 CREATE INDEX workflow_steps_held_idx ON workflow.workflow_steps
     (workflow_run_id, id) WHERE held;
+
+-- ---------------------------------------------------------------------------
+-- Compensation
+
+-- compensate: the job that undoes a job or external step, as its
+-- definition gave it.  completion_seq: for a step with compensate, its
+-- place in the order steps succeeded (from step_completion_seq, drawn in
+-- the transaction that finished it), until its compensation starts;
+-- compensate_run undoes steps from the highest down.  Steps without
+-- compensate never draw one, so their updates stay HOT.
+ALTER TABLE workflow.workflow_steps
+    ADD COLUMN compensate jsonb,
+    ADD COLUMN completion_seq bigint;
+CREATE SEQUENCE workflow.step_completion_seq;
+SELECT pg_catalog.pg_extension_config_dump('workflow.step_completion_seq', '');
+REVOKE ALL ON SEQUENCE workflow.step_completion_seq FROM PUBLIC;
+
+-- compensate_run: the next step to undo of one run.
+CREATE INDEX workflow_steps_compensation_idx ON workflow.workflow_steps
+    (workflow_run_id, completion_seq) WHERE completion_seq IS NOT NULL;
+
+-- compensate_on_failure: the definition said "compensate_on": "failure".
+-- compensations_failed: the run's compensations that failed so far.
+ALTER TABLE workflow.workflow_runs
+    ADD COLUMN compensate_on_failure boolean NOT NULL DEFAULT false,
+    ADD COLUMN compensations_failed integer NOT NULL DEFAULT 0;
+
+-- compensation: the job undoes its step (its step is COMPENSATING).
+ALTER TABLE workflow.job_queue
+    ADD COLUMN compensation boolean NOT NULL DEFAULT false;
 
 -- ---------------------------------------------------------------------------
 -- The workflow registry
@@ -160,6 +200,18 @@ COMMENT ON FUNCTION workflow.retire_run(uuid, text, uuid) IS
 'Ends a live or blocked run RETIRED_UNRESUMABLE, canceling what is left '
 'of it, as cancel_run does.';
 
+CREATE FUNCTION workflow.compensate_run(
+    workflow_run_id uuid,
+    reason text DEFAULT NULL,
+    organization_id uuid DEFAULT NULL)
+RETURNS workflow.run_status
+AS 'MODULE_PATHNAME', 'workflow_compensate_run'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION workflow.compensate_run(uuid, text, uuid) IS
+'Cancels what is left of a run and undoes its succeeded steps one at a '
+'time, in reverse completion order, with their compensate jobs.';
+
 CREATE FUNCTION workflow.retry_run(
     workflow_run_id uuid,
     organization_id uuid DEFAULT NULL)
@@ -180,7 +232,8 @@ REVOKE ALL ON FUNCTION
     workflow.start_workflow(text, jsonb, uuid, text),
     workflow.resume_run(uuid, uuid),
     workflow.retire_run(uuid, text, uuid),
-    workflow.retry_run(uuid, uuid)
+    workflow.retry_run(uuid, uuid),
+    workflow.compensate_run(uuid, text, uuid)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION workflow.job_inputs(uuid, uuid) TO workflow_worker;
 GRANT EXECUTE ON FUNCTION
@@ -192,7 +245,8 @@ GRANT EXECUTE ON FUNCTION
     workflow.unregister_workflow(text, text),
     workflow.resume_run(uuid, uuid),
     workflow.retire_run(uuid, text, uuid),
-    workflow.retry_run(uuid, uuid)
+    workflow.retry_run(uuid, uuid),
+    workflow.compensate_run(uuid, text, uuid)
     TO workflow_admin;
 
 -- ---------------------------------------------------------------------------

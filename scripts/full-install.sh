@@ -26,11 +26,13 @@ out=workflow--1.7.sql
 HEAD
 	# 1.0 .. 1.6, from the first section on, with the new run statuses
 	sed -n '/^-- =====/,$p' workflow--1.6.sql |
-		sed "s/     'COMPLETED_WITH_ERRORS', 'CANCELED');/     'COMPLETED_WITH_ERRORS', 'CANCELED', 'BLOCKED_MISSING_HANDLER',\n     'BLOCKED_MISSING_VERSION', 'BLOCKED_SIGNATURE_MISMATCH',\n     'RETIRED_UNRESUMABLE');/"
+		sed -e "s/     'COMPLETED_WITH_ERRORS', 'CANCELED');/     'COMPLETED_WITH_ERRORS', 'CANCELED', 'BLOCKED_MISSING_HANDLER',\n     'BLOCKED_MISSING_VERSION', 'BLOCKED_SIGNATURE_MISMATCH',\n     'RETIRED_UNRESUMABLE', 'COMPENSATING', 'COMPENSATED',\n     'COMPENSATION_FAILED');/" \
+			-e "s/     'SUCCEEDED', 'FAILED', 'CANCELED');/     'SUCCEEDED', 'FAILED', 'CANCELED', 'COMPENSATING', 'COMPENSATED',\n     'COMPENSATION_FAILED');/"
 	printf '\n\n-- %s\n-- From workflow--1.6--1.7.sql\n-- %s\n\n' \
 		"===========================================================================" \
 		"==========================================================================="
 	sed -e '1,/^\\echo/d' -e '/^ALTER TYPE workflow\.[a-z_]* ADD VALUE/d' \
 		workflow--1.6--1.7.sql
 } > "$out"
-grep -q "'RETIRED_UNRESUMABLE');" "$out" || { echo "full-install: run_status not extended" >&2; exit 1; }
+[ "$(grep -c "^     'COMPENSATION_FAILED');" "$out")" = 2 ] ||
+	{ echo "full-install: the enum types were not extended" >&2; exit 1; }

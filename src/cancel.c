@@ -31,7 +31,6 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 
 #include "workflow.h"
 
@@ -63,23 +62,11 @@ static void CheckEndingMove(const pg_uuid_t *run_id, const char *status,
 							const RunEnding *ending);
 
 static Datum RunStatusDatum(FunctionCallInfo fcinfo, const char *label);
-static uint64 LockLiveJobs(const pg_uuid_t *run_id, bool nowait);
-static uint64 RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids);
 static int32 CancelSteps(const pg_uuid_t *run_id, Datum reason,
 						 const char *nulls, const RunEnding *ending);
-static void CancelJobs(Datum *job_ids, uint64 njobs, Datum reason,
-					   const char *nulls, const RunEnding *ending);
 static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled,
 							  const char *from, const char *reason,
 							  const RunEnding *ending);
-
-static const char *live_jobs_sql_base =
-	"SELECT j.id FROM workflow.job_queue j"
-	" WHERE j.id" OP("=") "ANY (ARRAY(SELECT s.job_id FROM workflow.workflow_steps s"
-	"  WHERE s.workflow_run_id" OP("=") "$1"
-	"  AND s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])))"
-	" AND j.status" OP("=") "ANY ('{QUEUED,RUNNING}'::workflow.job_status[])"
-	" ORDER BY j.id FOR NO KEY UPDATE";
 
 /* RunStatusDatum returns a label of the function's run_status result type. */
 static Datum
@@ -87,52 +74,6 @@ RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
 {
 	return DirectFunctionCall2(enum_in, CStringGetDatum(label),
 							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
-}
-
-/*
- * LockLiveJobs locks the jobs of the run's live steps that are still
- * QUEUED or RUNNING, in ascending id, NOWAIT when nowait, and returns how
- * many it locked; their ids stay in SPI_tuptable.
- */
-static uint64
-LockLiveJobs(const pg_uuid_t *run_id, bool nowait)
-{
-	static SPIPlanPtr lock_plan = NULL;
-	static SPIPlanPtr relock_plan = NULL;
-	static char *relock_sql = NULL;
-	static const Oid lock_types[1] = {UUIDOID};
-	Datum		values[1];
-
-	if (relock_sql == NULL)
-		relock_sql = MemoryContextStrdup(TopMemoryContext,
-										 psprintf("%s NOWAIT", live_jobs_sql_base));
-	values[0] = UUIDPGetDatum(run_id);
-	if (nowait)
-		WfExecuteNowait(&relock_plan, relock_sql, 1, lock_types, values, NULL);
-	else
-		WfExecute(&lock_plan, live_jobs_sql_base, 1, lock_types, values, NULL,
-				  false, 0);
-	return SPI_processed;
-}
-
-/*
- * RelockLiveJobs locks the live jobs again, NOWAIT, to catch jobs released
- * while we waited for the release lock, and returns their ids.
- */
-static uint64
-RelockLiveJobs(const pg_uuid_t *run_id, Datum **job_ids)
-{
-	uint64		njobs = LockLiveJobs(run_id, true);
-
-	*job_ids = palloc(sizeof(Datum) * Max(njobs, 1));
-	for (uint64 i = 0; i < njobs; i++)
-	{
-		bool		isnull;
-
-		(*job_ids)[i] = WfResultDatum(i, 1, &isnull);
-		(*job_ids)[i] = WfUuidDatum(DatumGetUUIDP((*job_ids)[i]));
-	}
-	return njobs;
 }
 
 /*
@@ -174,31 +115,6 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
 	WfExecuteAsEngine(&steps_plan, steps_sql, 4, steps_types, values,
 					  step_nulls);
 	return (int32) SPI_processed;
-}
-
-/* CancelJobs cancels the run's live jobs, which this call holds. */
-static void
-CancelJobs(Datum *job_ids, uint64 njobs, Datum reason, const char *nulls,
-		   const RunEnding *ending)
-{
-	static SPIPlanPtr jobs_plan = NULL;
-	static const char *jobs_sql =
-		"UPDATE workflow.job_queue j SET status = 'CANCELED',"
-		" last_error_code = $3,"
-		" last_error_message = $2, leased_until = NULL,"
-		" finished_at = pg_catalog.statement_timestamp(),"
-		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE j.id" OP("=") "ANY ($1)";
-	static const Oid jobs_types[3] = {UUIDARRAYOID, TEXTOID, TEXTOID};
-	Datum		job_values[3];
-	char		job_nulls[3] = "   ";
-
-	job_values[0] = WfArray(job_ids, NULL, njobs, UUIDOID);
-	job_values[1] = reason;
-	job_nulls[1] = nulls[1];
-	job_values[2] = CStringGetTextDatum(ending->reason_code);
-	WfExecute(&jobs_plan, jobs_sql, 3, jobs_types, job_values, job_nulls,
-			  false, 0);
 }
 
 /*
@@ -308,7 +224,7 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
 
 	/* 1. live jobs, then 2. the release lock exclusive */
-	LockLiveJobs(run_id, WfHoldsLateLocks());
+	WfLockLiveJobs(run_id, WfHoldsLateLocks(), NULL);
 	WfLockRunRelease(run_id, true, true);
 	WfNoteLateLocks();
 
@@ -322,14 +238,14 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	CheckEndingMove(run_id, status, ending);
 
 	/* 4. jobs released while we waited */
-	njobs = RelockLiveJobs(run_id, &job_ids);
+	njobs = WfLockLiveJobs(run_id, true, &job_ids);
 
 	/* 5. steps before jobs, so the job triggers find nothing to do */
 	reason_value = reason ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[1] = reason ? ' ' : 'n';
 	ncanceled = CancelSteps(run_id, reason_value, nulls, ending);
-	if (njobs > 0)
-		CancelJobs(job_ids, njobs, reason_value, nulls, ending);
+	WfCancelJobs(job_ids, njobs, ending->reason_code, reason_value,
+				 reason == NULL);
 
 	/* 6. its counter shards, if any, then the run, once, last */
 	FinishCanceledRun(run_id, ncanceled, status, reason, ending);

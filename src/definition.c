@@ -52,6 +52,7 @@ static TimestampTz TimestampValue(JsonbValue *v, const char *what,
 static void ParseSleep(JsonbContainer *obj, WfStepDef *step);
 static void ParseEvent(JsonbContainer *obj, WfStepDef *step);
 static void ParseStepOptions(JsonbContainer *obj, WfStepDef *step);
+static void ParseCompensate(JsonbContainer *obj, WfStepDef *step);
 static char *ParseDependency(JsonbValue *dv, int i, const WfStepDef *step,
 							 WfEdgeDef *edge);
 static void ParseDependsOn(JsonbContainer *obj, int index, WfStepDef *step,
@@ -215,7 +216,7 @@ ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
 	static const char *const step_keys[] = {"key", "kind", "job_type",
 		"payload", "depends_on", "priority", "max_attempts",
 		"timeout_seconds", "stage", "start_after_seconds", "seconds", "until",
-	"event", "wait_timeout_seconds", NULL};
+	"event", "wait_timeout_seconds", "compensate", NULL};
 	JsonbValue *v;
 	KeyEntry   *entry;
 	bool		found;
@@ -304,7 +305,10 @@ CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
 	const char *const *refused[3] = {NULL, NULL, NULL};
 	static const char *const start_after[] = {"start_after_seconds", NULL};
 	static const char *const sleep_keys[] = {"seconds", "until", NULL};
-	static const char *const event_keys[] = {"event", "wait_timeout_seconds", NULL};
+	static const char *const event_keys[] = {"event", "wait_timeout_seconds",
+	NULL};
+	static const char *const timer_only[] = {"compensate", NULL};
+	const char *const *refused_timer = timer_only;
 
 	switch (step->kind)
 	{
@@ -334,6 +338,11 @@ CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
 				wf_invalid_definition("step \"%s\": %s step takes no \"%s\"",
 									  step->key, names[step->kind],
 									  refused[r][i]);
+	/* only what a step did can be undone: a wait did nothing */
+	if ((step->kind == WF_KIND_SLEEP || step->kind == WF_KIND_EVENT) &&
+		GetKey(obj, refused_timer[0]) != NULL)
+		wf_invalid_definition("step \"%s\": %s step takes no \"%s\"",
+							  step->key, names[step->kind], refused_timer[0]);
 }
 
 /*
@@ -499,6 +508,58 @@ ParseStepOptions(JsonbContainer *obj, WfStepDef *step)
 }
 
 /*
+ * ParseCompensate reads a job or external step's compensate object: the
+ * job that undoes the step, with a job step's fields (job_type required).
+ * It is kept as given; the defaults apply when the job is made.
+ */
+static void
+ParseCompensate(JsonbContainer *obj, WfStepDef *step)
+{
+	static const char *const keys[] = {"job_type", "payload", "priority",
+	"max_attempts", "timeout_seconds", "stage", NULL};
+	JsonbValue *v = GetKey(obj, "compensate");
+	JsonbContainer *c;
+	char		where[96];
+
+	step->compensate_job_type = NULL;
+	if (v == NULL || v->type == jbvNull)
+		return;
+	if (!IsObject(v))
+		wf_invalid_definition("step \"%s\": compensate must be an object, not %s",
+							  step->key, JsonTypeName(v));
+	c = v->val.binary.data;
+	snprintf(where, sizeof(where), "step \"%.40s\": compensate", step->key);
+	CheckKeys(c, keys, where);
+
+	v = GetKey(c, "job_type");
+	if (v == NULL || v->type != jbvString || v->val.string.len == 0)
+		wf_invalid_definition("step \"%s\": compensate needs a job_type, a non-empty string",
+							  step->key);
+	if (v->val.string.len > wf_max_job_type_bytes)
+		wf_invalid_definition("step \"%s\": compensate.job_type is %d bytes, more than workflow.max_job_type_bytes (%d)",
+							  step->key, v->val.string.len,
+							  wf_max_job_type_bytes);
+	step->compensate_job_type = StringValue(v);
+	if ((v = GetKey(c, "payload")) != NULL && v->type == jbvNull)
+		wf_invalid_definition("step \"%s\": compensate.payload must not be null",
+							  step->key);
+	if ((v = GetKey(c, "priority")) != NULL)
+		IntValue(v, PG_INT32_MIN, PG_INT32_MAX, "compensate.priority", step->key);
+	if ((v = GetKey(c, "max_attempts")) != NULL)
+		IntValue(v, 1, PG_INT32_MAX, "compensate.max_attempts", step->key);
+	if ((v = GetKey(c, "timeout_seconds")) != NULL)
+		IntValue(v, 1, PG_INT32_MAX, "compensate.timeout_seconds", step->key);
+	if ((v = GetKey(c, "stage")) != NULL && v->type != jbvNull &&
+		v->type != jbvString)
+		wf_invalid_definition("step \"%s\": compensate.stage must be a string, not %s",
+							  step->key, JsonTypeName(v));
+	step->compensate = JsonbValueDatum(GetKey(obj, "compensate"));
+	if (VARSIZE(DatumGetPointer(step->compensate)) > (Size) wf_max_payload_bytes)
+		wf_invalid_definition("step \"%s\": compensate is larger than workflow.max_payload_bytes (%d)",
+							  step->key, wf_max_payload_bytes);
+}
+
+/*
  * ParseDependency reads element i of a step's depends_on, a step key or
  * {"step": key, "release": mode}, into edge, and returns the key it names.
  */
@@ -610,6 +671,7 @@ ParseStep(JsonbValue *sv, int index, WfStepDef *step, WfDefinition *def,
 	else if (step->kind == WF_KIND_EVENT)
 		ParseEvent(obj, step);
 	ParseStepOptions(obj, step);
+	ParseCompensate(obj, step);
 	ParseDependsOn(obj, index, step, def, max_edges_seen);
 }
 
@@ -621,7 +683,8 @@ ParseStep(JsonbValue *sv, int index, WfStepDef *step, WfDefinition *def,
 static JsonbContainer *
 ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 {
-	static const char *const top_keys[] = {"name", "result_step", "steps", NULL};
+	static const char *const top_keys[] = {"name", "result_step", "steps",
+	"compensate_on", NULL};
 	JsonbValue *v;
 	JsonbContainer *steps;
 
@@ -643,6 +706,14 @@ ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 			wf_invalid_definition("result_step must be a step key, not %s",
 								  JsonTypeName(v));
 		def->result_step = StringValue(v);
+	}
+
+	v = GetKey(root, "compensate_on");
+	if (v != NULL && v->type != jbvNull)
+	{
+		if (v->type != jbvString || strcmp(StringValue(v), "failure") != 0)
+			wf_invalid_definition("compensate_on must be \"failure\"");
+		def->compensate_on_failure = true;
 	}
 
 	v = GetKey(root, "steps");

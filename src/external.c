@@ -179,6 +179,8 @@ CompleteStep(const ExternalCompletion *c, const pg_uuid_t *step_id)
 		" status = $2::workflow.step_status, output = $3,"
 		" status_reason = $4, last_error_code = $5, last_error_message = $6,"
 		" completed_externally = true,"
+		" completion_seq = CASE WHEN $2" OP("=") "'SUCCEEDED' AND s.compensate IS NOT NULL"
+		"  THEN pg_catalog.nextval('workflow.step_completion_seq') END,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" history_gap = s.history_gap OR NOT $7,"
 		" updated_at = pg_catalog.statement_timestamp()"

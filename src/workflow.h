@@ -180,6 +180,12 @@ typedef enum WfRunCall
 	WF_CALL_RETRY_RUN
 } WfRunCall;
 
+/* run_jobs.c: a run's live jobs */
+extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
+							 Datum **ids);
+extern void WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code,
+						 Datum reason, bool reason_null);
+
 /* pins.c: whether a pinned run's registered version still stands */
 extern const char *WfPinVerdict(const pg_uuid_t *run_id);
 
@@ -260,6 +266,8 @@ typedef struct WfStepDef
 	char	   *event_name;		/* event steps */
 	int32		wait_timeout_seconds;
 	int32		start_after_seconds;
+	Datum		compensate;		/* jsonb, when compensate_job_type is set */
+	char	   *compensate_job_type;	/* the job that undoes it, or NULL */
 	int			first_edge;		/* its prerequisites: edges[first_edge ..] */
 	int			nedges;
 	pg_uuid_t	id;				/* set by run.c */
@@ -284,6 +292,7 @@ typedef struct WfDefinition
 	int			nedges;
 	char	  **dep_keys;		/* per edge, the named prerequisite key */
 	int			counter_shards; /* 0: counters on the run row */
+	bool		compensate_on_failure;	/* "compensate_on": "failure" */
 } WfDefinition;
 
 extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);

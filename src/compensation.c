@@ -1,0 +1,2 @@
+/* placeholder: written next */
+#include "postgres.h"
