@@ -17,6 +17,8 @@ OBJS = \
 	src/batch.o \
 	src/definition.o \
 	src/run.o \
+	src/registry.o \
+	src/inputs.o \
 	src/cascade.o \
 	src/waits.o \
 	src/status.o \

@@ -6,10 +6,6 @@
 	PG_FUNCTION_INFO_V1(fn); \
 	Datum fn(PG_FUNCTION_ARGS) { elog(ERROR, #fn " is not written yet"); }
 
-PENDING(workflow_job_inputs)
-PENDING(workflow_register_workflow)
-PENDING(workflow_unregister_workflow)
-PENDING(workflow_start_workflow)
 PENDING(workflow_resume_run)
 PENDING(workflow_retire_run)
 PENDING(workflow_retry_run)
