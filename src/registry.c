@@ -17,8 +17,9 @@
  * Locks: register_workflow and unregister_workflow of one name take the
  * name's lock (an advisory lock of the extension's own class, locks.c)
  * for the rest of the transaction, then the registry rows they write.
- * WfReadActiveVersion takes the active row FOR KEY SHARE, so that an
- * unregistration of it waits for the run being started.
+ * WfReadActiveVersion takes no lock: a version unregistered or replaced
+ * while a run of it starts is the case of any later change to the
+ * registry, which the pinned run's releases check.
  *
  *-------------------------------------------------------------------------
  */
@@ -315,8 +316,8 @@ InsertVersion(text *name, text *version, Jsonb *definition,
 }
 
 /*
- * WfReadActiveVersion reads the active version of a registered workflow,
- * its row locked FOR KEY SHARE; returns false when the name has none.
+ * WfReadActiveVersion reads the active version of a registered workflow;
+ * returns false when the name has none.
  * The caller is connected to SPI; what it returns lives until SPI_finish.
  */
 bool
@@ -326,7 +327,7 @@ WfReadActiveVersion(text *name, WfActiveVersion *active)
 	static const char *sql =
 		"SELECT d.definition, d.version, d.signature"
 		" FROM workflow.workflow_definitions d"
-		" WHERE d.name" OP("=") "$1 AND d.active FOR KEY SHARE";
+		" WHERE d.name" OP("=") "$1 AND d.active";
 	static const Oid types[1] = {TEXTOID};
 	Datum		values[1];
 	bool		isnull;

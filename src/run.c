@@ -16,10 +16,9 @@
  * pinned to it: the run carries the version's name, version and signature,
  * and every step of it is marked pinned.
  *
- * Locks: none beyond the rows it inserts (and, for start_workflow, the
- * active registry row, FOR KEY SHARE); a concurrent start with the same
- * idempotency key waits on the unique index and then returns the first
- * run's id.
+ * Locks: none beyond the rows it inserts (start_workflow reads the
+ * registry without a lock); a concurrent start with the same idempotency
+ * key waits on the unique index and then returns the first run's id.
  *
  *-------------------------------------------------------------------------
  */
