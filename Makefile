@@ -17,6 +17,8 @@ OBJS = \
 	src/batch.o \
 	src/definition.o \
 	src/run.o \
+	src/registry.o \
+	src/inputs.o \
 	src/cascade.o \
 	src/pins.o \
 	src/run_jobs.o \
@@ -35,8 +37,7 @@ OBJS = \
 	src/history.o \
 	src/run_history.o \
 	src/graph.o \
-	src/privilege.o \
-	src/pending.o
+	src/privilege.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=workflow

@@ -25,6 +25,7 @@
 #define WF_RUN_NOT_FOUND				"workflow.run_not_found"
 #define WF_EXT_STEP_NOT_FOUND			"workflow.external_step_not_found"
 #define WF_JOB_NOT_FOUND				"job.not_found"
+#define WF_WORKFLOW_NOT_FOUND			"workflow.workflow_not_found"
 
 /* wrong state: 55000 */
 #define WF_SQLSTATE_WRONG_STATE			ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
@@ -43,6 +44,7 @@
 #define WF_EXT_OUTPUT_CONFLICT			"workflow.external_completion_output_conflict"
 #define WF_EXT_METADATA_CONFLICT		"workflow.external_completion_metadata_conflict"
 #define WF_EVENT_CONFLICT				"workflow.event_conflict"
+#define WF_DEFINITION_CONFLICT			"workflow.definition_conflict"
 
 /* retry me: 40001 */
 #define WF_SQLSTATE_RETRY				ERRCODE_T_R_SERIALIZATION_FAILURE

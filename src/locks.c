@@ -12,7 +12,8 @@
  *
  * Locks: the release lock of the runs it is asked for, nothing else.
  * WfTryLockRunsShared tries several at once, for the sweeps.  The lock of
- * a send_event dedupe key, in a class of its own, is taken here too.
+ * a send_event dedupe key, and the lock that serializes the registrations
+ * of one workflow name, each in a class of its own, are taken here too.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +35,9 @@
 
 /* the advisory lock class of send_event's dedupe keys */
 #define WF_DEDUPE_LOCK_CLASS 0x5747
+
+/* the advisory lock class of registry names (register_workflow) */
+#define WF_REGISTRY_LOCK_CLASS 0x5748
 
 static void RunReleaseLockTag(const pg_uuid_t *run_id, LOCKTAG *tag);
 
@@ -169,6 +173,34 @@ WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key)
 			(errcode(WF_SQLSTATE_RETRY),
 			 errmsg(WF_RELEASE_CONFLICT ": another send_event with dedupe key \"%s\" is in flight",
 					text_to_cstring(key)),
+			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
+			 errhint("Retry the transaction, or make one engine call per transaction.")));
+}
+
+/*
+ * WfLockWorkflowName takes, for the rest of the transaction, the lock of a
+ * registered workflow's name (a hash of it, in a class of the extension's
+ * own): register_workflow and unregister_workflow of one name wait here
+ * for each other.  A transaction that holds late locks only tries, and
+ * raises workflow.release_conflict where it would wait.
+ */
+void
+WfLockWorkflowName(text *name)
+{
+	LOCKTAG		tag;
+	uint64		key;
+
+	key = DatumGetUInt64(hash_any_extended((const unsigned char *) VARDATA_ANY(name),
+										   VARSIZE_ANY_EXHDR(name), 0));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, WF_REGISTRY_LOCK_CLASS);
+	if (LockAcquire(&tag, ExclusiveLock, false, WfHoldsLateLocks()) !=
+		LOCKACQUIRE_NOT_AVAIL)
+		return;
+	ereport(ERROR,
+			(errcode(WF_SQLSTATE_RETRY),
+			 errmsg(WF_RELEASE_CONFLICT ": another registration of workflow \"%s\" is in flight",
+					text_to_cstring(name)),
 			 errdetail("This transaction holds run rows from an earlier call and must not wait."),
 			 errhint("Retry the transaction, or make one engine call per transaction.")));
 }

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * run.c
- *	  start_run: the inserts of a new run.
+ *	  start_run and start_workflow: the inserts of a new run.
  *
  * Once definition.c has validated the whole definition, one INSERT each
  * writes the run, its steps, its counter shards, its edges and the jobs of
@@ -11,11 +11,14 @@
  * steps whose wake time is already past are woken before start_run
  * returns, and their dependents released (waits.c, cascade.c).  A run whose
  * idempotency key is taken is not written: the first run's id comes back
- * when its definition is the same.
+ * when its definition and its input are the same.  start_workflow starts
+ * the active version of a registered workflow (registry.c) the same way,
+ * pinned to it: the run carries the version's name, version and signature,
+ * and every step of it is marked pinned.
  *
- * Locks: none beyond the rows it inserts; a concurrent start_run with the
- * same idempotency key waits on the unique index and then returns the
- * first run's id.
+ * Locks: none beyond the rows it inserts (start_workflow reads the
+ * registry without a lock); a concurrent start with the same idempotency
+ * key waits on the unique index and then returns the first run's id.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,8 +31,28 @@
 #include "workflow.h"
 
 PG_FUNCTION_INFO_V1(workflow_start_run);
+PG_FUNCTION_INFO_V1(workflow_start_workflow);
 
 static Datum StartRun(PG_FUNCTION_ARGS);
+static Datum StartWorkflow(PG_FUNCTION_ARGS);
+
+/*
+ * What a new run starts from besides its definition: the caller's scope,
+ * its idempotency key and input, and the registered version it is pinned
+ * to (name NULL: none).
+ */
+typedef struct RunStart
+{
+	Datum		org;
+	bool		org_null;
+	Datum		idem;
+	bool		idem_null;
+	Datum		input;
+	bool		input_null;
+	const char *name;
+	const char *version;
+	const char *signature;
+} RunStart;
 
 /*
  * A run being written: its definition, the caller's scope, the columns of
@@ -40,10 +63,7 @@ typedef struct NewRun
 	WfDefinition *def;
 	Jsonb	   *definition;
 	pg_uuid_t  *id;
-	Datum		org;
-	bool		org_null;
-	Datum		idem;
-	bool		idem_null;
+	const RunStart *start;
 
 	/* per step, in the definition's order */
 	Datum	   *ids;
@@ -98,8 +118,9 @@ static void InsertEdges(NewRun *run);
 static void InsertRootJobs(NewRun *run);
 static void WakeRootSleeps(NewRun *run);
 static void InsertRun(WfDefinition *def, Jsonb *definition,
-					  pg_uuid_t *run_id, Datum org, bool org_null,
-					  Datum idem, bool idem_null);
+					  pg_uuid_t *run_id, const RunStart *start);
+static void CheckStartArguments(FunctionCallInfo fcinfo, int idem_arg,
+								int input_arg, RunStart *start);
 
 /* TextOrNull returns s as a text Datum, or a null for NULL. */
 static Datum
@@ -274,9 +295,10 @@ InsertRunRow(NewRun *run)
 		"WITH r AS (INSERT INTO workflow.workflow_runs (id, organization_id,"
 		" name, definition, status, result_step_key, idempotency_key,"
 		" steps_total, steps_active, steps_waiting, steps_blocked,"
-		" counter_shards, history_gap)"
+		" counter_shards, history_gap, input, workflow_name, workflow_version,"
+		" workflow_signature)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
-		" $10, $11, $12, NOT $14)"
+		" $10, $11, $12, NOT $14, $15, $16, $17, $18)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
 		" RETURNING id),"
@@ -284,12 +306,14 @@ InsertRunRow(NewRun *run)
 		" SELECT r.id, NULL, 'run_started', $13::pg_catalog.jsonb FROM r"
 		"  WHERE $14)"
 		" SELECT r.id FROM r";
-	static const Oid run_types[14] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+	static const Oid run_types[18] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-	INT4OID, INT2OID, TEXTOID, BOOLOID};
+		INT4OID, INT2OID, TEXTOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID,
+	TEXTOID};
 	WfDefinition *def = run->def;
-	Datum		values[14];
-	char		nulls[14];
+	const RunStart *start = run->start;
+	Datum		values[18];
+	char		nulls[18];
 	bool		isnull;
 	const char *run_status;
 	StringInfoData detail;
@@ -299,16 +323,16 @@ InsertRunRow(NewRun *run)
 	WfCheckRunMove(run->id, NULL, run_status, WF_CALL_START_RUN);
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
-	values[1] = run->org;
-	nulls[1] = run->org_null ? 'n' : ' ';
+	values[1] = start->org;
+	nulls[1] = start->org_null ? 'n' : ' ';
 	values[2] = TextOrNull(def->name, &isnull);
 	nulls[2] = isnull ? 'n' : ' ';
 	values[3] = JsonbPGetDatum(run->definition);
 	values[4] = CStringGetTextDatum(run_status);
 	values[5] = TextOrNull(def->result_step, &isnull);
 	nulls[5] = isnull ? 'n' : ' ';
-	values[6] = run->idem;
-	nulls[6] = run->idem_null ? 'n' : ' ';
+	values[6] = start->idem;
+	nulls[6] = start->idem_null ? 'n' : ' ';
 	values[7] = Int32GetDatum(def->nsteps);
 	values[8] = Int32GetDatum(run->run_count[0]);
 	values[9] = Int32GetDatum(run->run_count[1]);
@@ -319,47 +343,65 @@ InsertRunRow(NewRun *run)
 	WfDetailInt(&detail, "steps", def->nsteps);
 	values[12] = CStringGetTextDatum(WfDetailEnd(&detail));
 	values[13] = BoolGetDatum(WfHistoryRecordsRuns());
-	WfExecute(&run_plan, run_sql, 14, run_types, values, nulls, false, 0);
+	values[14] = start->input;
+	nulls[14] = start->input_null ? 'n' : ' ';
+	values[15] = TextOrNull(start->name, &isnull);
+	nulls[15] = isnull ? 'n' : ' ';
+	values[16] = TextOrNull(start->version, &isnull);
+	nulls[16] = isnull ? 'n' : ' ';
+	values[17] = TextOrNull(start->signature, &isnull);
+	nulls[17] = isnull ? 'n' : ' ';
+	WfExecute(&run_plan, run_sql, 18, run_types, values, nulls, false, 0);
 	return SPI_processed > 0;
 }
 
 /*
  * FindIdempotentRun sets the run's id to the run that holds its
- * idempotency key, when that run was started with the same definition.
+ * idempotency key, when that run was started with the same definition and
+ * the same input (both NULL counts as the same).
  */
 static void
 FindIdempotentRun(NewRun *run)
 {
 	static SPIPlanPtr existing_plan = NULL;
 	static const char *existing_sql =
-		"SELECT r.id, r.definition" OP("=") "$3 FROM workflow.workflow_runs r"
+		"SELECT r.id, r.definition" OP("=") "$3,"
+		" COALESCE(r.input" OP("=") "$4, r.input IS NULL AND $4 IS NULL)"
+		" FROM workflow.workflow_runs r"
 		" WHERE (r.organization_id" OP("=") "$1"
 		"  OR (r.organization_id IS NULL AND $1 IS NULL))"
 		" AND r.idempotency_key" OP("=") "$2";
-	static const Oid existing_types[3] = {UUIDOID, TEXTOID, JSONBOID};
-	Datum		values[3];
-	char		nulls[3];
+	static const Oid existing_types[4] = {UUIDOID, TEXTOID, JSONBOID,
+	JSONBOID};
+	const RunStart *start = run->start;
+	Datum		values[4];
+	char		nulls[4];
 	bool		isnull;
+	bool		same_definition;
 
-	values[0] = run->org;
-	nulls[0] = run->org_null ? 'n' : ' ';
-	values[1] = run->idem;
+	values[0] = start->org;
+	nulls[0] = start->org_null ? 'n' : ' ';
+	values[1] = start->idem;
 	nulls[1] = ' ';
 	values[2] = JsonbPGetDatum(run->definition);
 	nulls[2] = ' ';
+	values[3] = start->input;
+	nulls[3] = start->input_null ? 'n' : ' ';
 	/* not read-only: a fresh snapshot sees the run we waited for */
-	WfExecute(&existing_plan, existing_sql, 3, existing_types, values,
+	WfExecute(&existing_plan, existing_sql, 4, existing_types, values,
 			  nulls, false, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_RETRY),
 				 errmsg(WF_RELEASE_CONFLICT ": the run holding this idempotency key is not visible yet"),
 				 errhint("Retry the transaction.")));
-	if (!WfResultBool(0, 2))
+	same_definition = WfResultBool(0, 2);
+	if (!same_definition || !WfResultBool(0, 3))
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_CONFLICT),
-				 errmsg(WF_IDEMPOTENCY_CONFLICT ": idempotency key \"%s\" was used for another definition",
-						TextDatumGetCString(run->idem)),
+				 errmsg(WF_IDEMPOTENCY_CONFLICT ": idempotency key \"%s\" was used for another %s",
+						TextDatumGetCString(start->idem),
+						same_definition ? "input" : "definition"),
 				 errdetail("Run %s was started with this key.",
 						   WfUuidString(DatumGetUUIDP(WfResultDatum(0, 1, &isnull))))));
 	WfResultUuid(0, 1, run->id);
@@ -379,7 +421,7 @@ InsertSteps(NewRun *run)
 		" priority, max_attempts, timeout_seconds, stage, status, job_id,"
 		" released_at, dependency_count_total, dependency_count_pending,"
 		" counter_shard, history_gap, event_name, sleep_seconds, sleep_until,"
-		" wait_timeout_seconds, start_after_seconds, wake_at)"
+		" wait_timeout_seconds, start_after_seconds, wake_at, pinned)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
@@ -392,7 +434,8 @@ InsertSteps(NewRun *run)
 		"   " OP("+") "pg_catalog.make_interval(secs => u.sleep_seconds))"
 		"  WHEN u.status" OP("=") "'WAITING_FOR_EXTERNAL'"
 		"  THEN pg_catalog.statement_timestamp()"
-		"   " OP("+") "pg_catalog.make_interval(secs => u.wait_timeout) END"
+		"   " OP("+") "pg_catalog.make_interval(secs => u.wait_timeout) END,"
+		" $22"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -425,19 +468,19 @@ InsertSteps(NewRun *run)
 		" WHERE $16 AND s.status" OP("<>") "'BLOCKED'"
 		" AND (v.event_type" OP("<>") "'step_sleeping'"
 		"  OR s.status::pg_catalog.text" OP("=") "'SLEEPING')";
-	static const Oid steps_types[21] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+	static const Oid steps_types[22] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
 		INT4ARRAYOID, INT2ARRAYOID, BOOLOID, TEXTARRAYOID, INT4ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID};
 	int			n = run->def->nsteps;
-	Datum		values[21];
-	char		nulls[21];
+	Datum		values[22];
+	char		nulls[22];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
-	values[1] = run->org;
-	nulls[1] = run->org_null ? 'n' : ' ';
+	values[1] = run->start->org;
+	nulls[1] = run->start->org_null ? 'n' : ' ';
 	values[2] = WfArray(run->ids, NULL, n, UUIDOID);
 	values[3] = WfArray(run->keys, NULL, n, TEXTOID);
 	values[4] = WfArray(run->kinds, NULL, n, TEXTOID);
@@ -461,7 +504,8 @@ InsertSteps(NewRun *run)
 						 INT4OID);
 	values[20] = WfArray(run->start_afters, run->start_after_nulls, n,
 						 INT4OID);
-	WfExecute(&steps_plan, steps_sql, 21, steps_types, values, nulls, false, 0);
+	values[21] = BoolGetDatum(run->start->name != NULL);
+	WfExecute(&steps_plan, steps_sql, 22, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */
@@ -593,21 +637,19 @@ WakeRootSleeps(NewRun *run)
 /*
  * InsertRun writes the run, steps, counter shards, edges and root jobs.
  * Returns with *run_id set to the new run's id, or to the existing run's
- * id when the idempotency key matched a run with the same definition.
+ * id when the idempotency key matched a run with the same definition and
+ * input.
  */
 static void
 InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
-		  Datum org, bool org_null, Datum idem, bool idem_null)
+		  const RunStart *start)
 {
 	NewRun		run;
 
 	run.def = def;
 	run.definition = definition;
 	run.id = run_id;
-	run.org = org;
-	run.org_null = org_null;
-	run.idem = idem;
-	run.idem_null = idem_null;
+	run.start = start;
 
 	WfNewUuidV7(run_id);
 	NewStepColumns(&run);
@@ -629,6 +671,34 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 		WakeRootSleeps(&run);
 }
 
+/*
+ * CheckStartArguments checks the idempotency key and the input of a start
+ * (arguments idem_arg and input_arg) and puts them in start; the pin is
+ * left empty.
+ */
+static void
+CheckStartArguments(FunctionCallInfo fcinfo, int idem_arg, int input_arg,
+					RunStart *start)
+{
+	memset(start, 0, sizeof(RunStart));
+	start->idem_null = PG_ARGISNULL(idem_arg);
+	if (!start->idem_null)
+	{
+		int			len = VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(idem_arg));
+
+		if (len == 0 || len > wf_max_idempotency_key_bytes)
+			wf_invalid_argument("idempotency_key must be 1 to %d bytes, not %d",
+								wf_max_idempotency_key_bytes, len);
+		start->idem = PG_GETARG_DATUM(idem_arg);
+	}
+	start->input_null = PG_ARGISNULL(input_arg);
+	if (!start->input_null)
+	{
+		start->input = PG_GETARG_DATUM(input_arg);
+		WfCheckJsonbSize(start->input, "input");
+	}
+}
+
 /* workflow_start_run validates a definition and starts a run of it. */
 static Datum
 StartRun(PG_FUNCTION_ARGS)
@@ -637,27 +707,57 @@ StartRun(PG_FUNCTION_ARGS)
 	WfDefinition def;
 	pg_uuid_t	run_id;
 	const pg_uuid_t *org;
+	RunStart	start;
 
 	WfRequireReadCommitted();
 	if (PG_ARGISNULL(0))
 		wf_invalid_definition("definition must not be null");
 	definition = PG_GETARG_JSONB_P(0);
 	WfParseDefinition(definition, &def);
-	if (!PG_ARGISNULL(2))
-	{
-		int			len = VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(2));
-
-		if (len == 0 || len > wf_max_idempotency_key_bytes)
-			wf_invalid_argument("idempotency_key must be 1 to %d bytes, not %d",
-								wf_max_idempotency_key_bytes, len);
-	}
+	CheckStartArguments(fcinfo, 2, 3, &start);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	org = WfCallOrganization(PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
-	InsertRun(&def, definition, &run_id,
-			  org ? UUIDPGetDatum(org) : (Datum) 0, org == NULL,
-			  PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	start.org = org ? UUIDPGetDatum(org) : (Datum) 0;
+	start.org_null = org == NULL;
+	InsertRun(&def, definition, &run_id, &start);
+	SPI_finish();
+	PG_RETURN_DATUM(WfUuidDatum(&run_id));
+}
+
+/*
+ * workflow_start_workflow starts the active version of a registered
+ * workflow, as start_run starts its definition, pinned to that version.
+ */
+static Datum
+StartWorkflow(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	WfActiveVersion active;
+	WfDefinition def;
+	pg_uuid_t	run_id;
+	const pg_uuid_t *org;
+	RunStart	start;
+
+	WfRequireReadCommitted();
+	name = WfArgText(fcinfo, 0, "name");
+	CheckStartArguments(fcinfo, 3, 1, &start);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	org = WfCallOrganization(PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
+	start.org = org ? UUIDPGetDatum(org) : (Datum) 0;
+	start.org_null = org == NULL;
+	if (!WfReadActiveVersion(name, &active))
+		wf_error(WF_SQLSTATE_NOT_FOUND, WF_WORKFLOW_NOT_FOUND,
+				 "workflow \"%s\" has no active version",
+				 text_to_cstring(name));
+	start.name = text_to_cstring(name);
+	start.version = active.version;
+	start.signature = active.signature;
+	WfParseDefinition(active.definition, &def);
+	InsertRun(&def, active.definition, &run_id, &start);
 	SPI_finish();
 	PG_RETURN_DATUM(WfUuidDatum(&run_id));
 }
@@ -667,3 +767,4 @@ StartRun(PG_FUNCTION_ARGS)
  * confined to the caller's organizations (privilege.c).
  */
 WF_OWNER_ENTRY(workflow_start_run, StartRun)
+WF_OWNER_ENTRY(workflow_start_workflow, StartWorkflow)

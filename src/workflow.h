@@ -235,6 +235,18 @@ extern void WfDetailTimestamp(StringInfo buf, const char *key,
 							  TimestampTz value);
 extern char *WfDetailEnd(StringInfo buf);
 
+/* registry.c: registered workflow versions */
+
+/* the active version of a registered workflow, as start_workflow pins it */
+typedef struct WfActiveVersion
+{
+	Jsonb	   *definition;
+	char	   *version;
+	char	   *signature;
+} WfActiveVersion;
+
+extern bool WfReadActiveVersion(text *name, WfActiveVersion *active);
+
 /* definition.c: parsing and validation of a run's definition */
 
 /* what executes a step: its execution_kind */
@@ -319,13 +331,14 @@ extern uint64 WfExecuteDue(WfDueStatement *st, int nargs,
 						   const Oid *argtypes, Datum *values,
 						   const char *nulls);
 
-/* locks.c: the run release lock */
+/* locks.c: the run release lock, and the advisory locks of other classes */
 extern bool WfLockRunRelease(const pg_uuid_t *run_id, bool exclusive,
 							 bool wait);
 extern bool *WfTryLockRunsShared(const pg_uuid_t *runs, const bool *has_run,
 								 uint64 n);
 extern void WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
+extern void WfLockWorkflowName(text *name);
 
 /* privilege.c: version check, owner switch, tenant confinement */
 #define WF_SQL_VERSION "1.7"
