@@ -250,13 +250,18 @@ GRANT EXECUTE ON FUNCTION
     TO workflow_admin;
 
 -- ---------------------------------------------------------------------------
--- verify(), now with pins, held steps, retries and retired runs: a held step
--- is a ready BLOCKED step of a BLOCKED_* run, and such a run holds one and
--- has a failing pin; a run is pinned whole; a step has one job per
--- generation and only its current one may be live; a retried step's and
--- run's history is checked from its last step_reset or run_retired on; a
--- retired run is an ended run like a canceled one.  The new labels are
--- compared as text: this script cannot use a label it adds.
+-- verify(), now with pins, held steps, retries, retired runs and sagas: a
+-- held step is a ready BLOCKED step of a BLOCKED_* run, and such a run
+-- holds one and has a failing pin; a run is pinned whole; a step has one
+-- job per generation and only its current one may be live; a retried
+-- step's and run's history is checked from its last step_reset or
+-- run_retired on; a retired run is an ended run like a canceled one.  A
+-- step being or having been undone counts as the SUCCEEDED step it was; a
+-- run has at most one COMPENSATING step, exactly one while it is
+-- COMPENSATING and none after; a COMPENSATED run has no failed
+-- compensation and a COMPENSATION_FAILED run at least one, each counted
+-- on its row; a finished compensation left no step SUCCEEDED.  The new
+-- labels are compared as text: this script cannot use a label it adds.
 CREATE OR REPLACE FUNCTION workflow.verify(workflow_run_id uuid DEFAULT NULL)
 RETURNS TABLE (workflow_run_id uuid, step_key text, problem text,
                expected text, actual text)
@@ -270,11 +275,13 @@ WITH
 steps AS (
     SELECT s.*, r.status AS run_status,
            (s.status = 'CANCELED'
-            AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired'))
+            AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired',
+                                    'workflow.run_compensating'))
                AS run_canceled,
            count(e.prerequisite_step_id)::int AS deps_total,
            (count(e.prerequisite_step_id) FILTER (
-               WHERE p.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')))::int AS deps_pending,
+               WHERE p.status::text NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED',
+                                            'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')))::int AS deps_pending,
            (count(e.prerequisite_step_id) FILTER (
                WHERE e.release_mode = 'ON_SUCCESS'
                  AND p.status IN ('FAILED', 'CANCELED')))::int AS deps_unsatisfied
@@ -292,7 +299,7 @@ shard_steps AS (
            (count(*) FILTER (WHERE s.status::text IN ('ENQUEUED', 'RUNNING', 'SLEEPING')))::int AS n_active,
            (count(*) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS n_waiting,
            (count(*) FILTER (WHERE s.status = 'BLOCKED'))::int AS n_blocked,
-           (count(*) FILTER (WHERE s.status = 'SUCCEEDED'))::int AS n_succeeded,
+           (count(*) FILTER (WHERE s.status::text IN ('SUCCEEDED', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')))::int AS n_succeeded,
            (count(*) FILTER (WHERE s.status = 'FAILED'))::int AS n_failed,
            (count(*) FILTER (WHERE s.status = 'CANCELED'))::int AS n_canceled
       FROM workflow.workflow_steps s
@@ -329,7 +336,10 @@ runs AS (
                    (count(s.id) FILTER (WHERE s.status::text IN ('ENQUEUED', 'RUNNING', 'SLEEPING')))::int AS n_active,
                    (count(s.id) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS n_waiting,
                    (count(s.id) FILTER (WHERE s.status = 'BLOCKED'))::int AS n_blocked,
-                   (count(s.id) FILTER (WHERE s.status = 'SUCCEEDED'))::int AS n_succeeded,
+                   (count(s.id) FILTER (WHERE s.status::text IN ('SUCCEEDED', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')))::int AS n_succeeded,
+                   (count(s.id) FILTER (WHERE s.status::text = 'COMPENSATING'))::int AS n_compensating,
+                   (count(s.id) FILTER (WHERE s.status::text = 'COMPENSATION_FAILED'))::int
+                       AS n_compensation_failed,
                    (count(s.id) FILTER (WHERE s.status = 'FAILED'))::int AS n_failed,
                    (count(s.id) FILTER (WHERE s.status = 'CANCELED'))::int AS n_canceled,
                    (count(s.id) FILTER (WHERE s.counter_shard <> 0
@@ -346,9 +356,10 @@ jobs AS (
            s.id AS step_id, s.step_key, s.job_id AS step_job_id,
            s.workflow_run_id AS step_run_id, s.status AS step_status,
            (s.status = 'CANCELED'
-            AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired'))
+            AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired',
+                                    'workflow.run_compensating'))
                AS run_canceled,
-           r.status AS run_status
+           r.status AS run_status, j.compensation
       FROM workflow.job_queue j
       LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id
       LEFT JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id
@@ -402,7 +413,9 @@ step_history AS (
                   HAVING count(*) FILTER (WHERE e.event_type = 'step_started')
                          > count(*) FILTER (WHERE e.event_type = 'step_returned')
                      AND (e.detail ->> 'attempt')::int > 0) a) used
-     WHERE s.run_status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+     WHERE s.run_status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
+       AND s.status::text NOT IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
        AND NOT s.history_gap
 ),
 -- the run events of those runs, each with the status the one before it
@@ -422,7 +435,8 @@ run_moves AS (
        AND e.event_type IN ('run_started', 'run_status_changed', 'run_canceled',
                             'run_blocked', 'run_retired')
        AND NOT r.history_gap
-       AND r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+       AND r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
 ),
 -- each finished run whose every change was recorded, with its run events
 run_history AS (
@@ -436,16 +450,19 @@ run_history AS (
               FROM workflow.workflow_events e
              WHERE e.workflow_run_id = r.id AND e.step_key IS NULL
                -- a run retried by retry_run finished again after its last retry
+               -- and a compensated run ended again after its compensation started
                AND e.id > (SELECT coalesce(max(x.id), 0) FROM workflow.workflow_events x
                             WHERE x.workflow_run_id = r.id AND x.step_key IS NULL
-                              AND x.event_type = 'run_retried')
+                              AND x.event_type IN ('run_retried', 'compensation_started'))
                AND (e.event_type IN ('run_canceled', 'run_retired')
                     OR (e.event_type = 'run_status_changed'
-                        AND e.detail ->> 'to' IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS'))))
+                        AND e.detail ->> 'to' IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS',
+                                                  'COMPENSATED', 'COMPENSATION_FAILED'))))
                AS terminal_statuses
       FROM workflow.workflow_runs r
      WHERE ($1 IS NULL OR r.id = $1) AND NOT r.history_gap
-       AND r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+       AND r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
 )
 -- step dependency counters
 SELECT s.workflow_run_id, s.step_key, 'dependency_count_total', s.deps_total::text,
@@ -498,7 +515,9 @@ UNION ALL
 SELECT r.id, NULL, 'run counter ' || v.name, v.expected::text, v.actual::text
   FROM (SELECT r.*,
                r.counter_shards > 0
-                   AND r.status::text NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+                   AND r.status::text NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
+                   AND r.status::text <> 'COMPENSATING'
                    AS live_sharded,
                (SELECT count(*) FILTER (WHERE sh.n_active > 0)::int FROM shards sh
                  WHERE sh.workflow_run_id = r.id) AS shards_active,
@@ -560,7 +579,7 @@ UNION ALL
 -- run status, result and finished_at against the steps
 SELECT r.id, NULL, 'run status', r.derived_status, r.status::text
   FROM runs r
- WHERE r.status::text NOT IN ('CANCELED', 'RETIRED_UNRESUMABLE')
+ WHERE r.status::text NOT IN ('CANCELED', 'RETIRED_UNRESUMABLE', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
    AND r.status::text NOT LIKE 'BLOCKED\_%'
    AND r.status::text <> r.derived_status
 UNION ALL
@@ -577,11 +596,13 @@ SELECT r.id, NULL, 'ended run with a live step', '0',
    AND r.n_active + r.n_waiting + r.n_blocked > 0
 UNION ALL
 SELECT r.id, NULL, 'run finished_at',
-       CASE WHEN r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+       CASE WHEN r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
             THEN 'set' ELSE 'null' END,
        CASE WHEN r.finished_at IS NULL THEN 'null' ELSE 'set' END
   FROM runs r
- WHERE (r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE'))
+ WHERE (r.status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED'))
        <> (r.finished_at IS NOT NULL)
 UNION ALL
 SELECT r.id, r.result_step_key, 'run result',
@@ -614,6 +635,7 @@ SELECT s.workflow_run_id, s.step_key, 'step has a job it should not have', 'none
   FROM steps s
  WHERE s.job_id IS NOT NULL
    AND (s.execution_kind::text <> 'JOB' OR s.released_at IS NULL)
+   AND s.status::text NOT IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'released step without released_at', 'set', 'null'
   FROM steps s
@@ -629,11 +651,20 @@ SELECT j.workflow_run_id, j.step_key, 'job not linked from its step',
     OR j.step_run_id IS DISTINCT FROM j.workflow_run_id
 UNION ALL
 SELECT j.workflow_run_id, j.step_key, 'job status against step status',
-       CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END,
-       j.step_status::text
-  FROM jobs j
+       j.expected_step_status, j.step_status::text
+  FROM (SELECT j.*,
+               CASE WHEN j.compensation THEN
+                        CASE WHEN j.status IN ('QUEUED', 'RUNNING') THEN 'COMPENSATING'
+                             WHEN j.status = 'SUCCEEDED' THEN 'COMPENSATED'
+                             ELSE 'COMPENSATION_FAILED' END
+                    -- a succeeded step with nothing to undo keeps its job
+                    WHEN j.status = 'SUCCEEDED' AND j.step_status::text = 'COMPENSATED'
+                        THEN 'COMPENSATED'
+                    WHEN j.status = 'QUEUED' THEN 'ENQUEUED'
+                    ELSE j.status::text END AS expected_step_status
+          FROM jobs j) j
  WHERE j.step_job_id = j.id AND NOT j.run_canceled
-   AND j.step_status::text <> CASE j.status WHEN 'QUEUED' THEN 'ENQUEUED' ELSE j.status::text END
+   AND j.step_status::text <> j.expected_step_status
 UNION ALL
 SELECT j.workflow_run_id, j.step_key, 'live job in a canceled step', 'CANCELED', j.status::text
   FROM jobs j
@@ -641,7 +672,8 @@ SELECT j.workflow_run_id, j.step_key, 'live job in a canceled step', 'CANCELED',
 UNION ALL
 SELECT j.workflow_run_id, j.step_key, 'live job in a finished run', 'no live job', j.status::text
   FROM jobs j
- WHERE j.run_status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE')
+ WHERE j.run_status::text IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED', 'RETIRED_UNRESUMABLE',
+                         'COMPENSATED', 'COMPENSATION_FAILED')
    AND j.status IN ('QUEUED', 'RUNNING')
 UNION ALL
 -- the history of a finished run agrees with its steps: one terminal event
@@ -777,4 +809,48 @@ SELECT r.id, NULL, 'blocked run whose pin holds', 'a failing pin', r.status::tex
          ON d.name = r.workflow_name AND d.version = r.workflow_version
  WHERE r.status::text LIKE 'BLOCKED\_%'
    AND (r.workflow_name IS NULL OR d.signature = r.workflow_signature)
+UNION ALL
+-- sagas: one compensation at a time, and a run ends compensated only if
+-- every compensation succeeded
+SELECT r.id, NULL, 'compensating steps', CASE WHEN r.status::text = 'COMPENSATING'
+                                              THEN '1' ELSE '0' END,
+       r.n_compensating::text
+  FROM runs r
+ WHERE r.n_compensating <> CASE WHEN r.status::text = 'COMPENSATING' THEN 1 ELSE 0 END
+UNION ALL
+SELECT j.workflow_run_id, NULL, 'live compensation jobs', 'at most 1', count(*)::text
+  FROM jobs j
+ WHERE j.compensation AND j.status IN ('QUEUED', 'RUNNING')
+ GROUP BY j.workflow_run_id
+HAVING count(*) > 1
+UNION ALL
+SELECT r.id, NULL, 'compensated run with a failed compensation', '0',
+       r.n_compensation_failed::text
+  FROM runs r
+ WHERE r.status::text = 'COMPENSATED' AND r.n_compensation_failed > 0
+UNION ALL
+SELECT r.id, NULL, 'compensations_failed', r.n_compensation_failed::text,
+       r.compensations_failed::text
+  FROM runs r
+ WHERE r.status::text IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
+   AND r.compensations_failed <> r.n_compensation_failed
+UNION ALL
+SELECT r.id, NULL, 'compensation failed with nothing failed', 'a failed compensation', 'none'
+  FROM runs r
+ WHERE r.status::text = 'COMPENSATION_FAILED' AND r.n_compensation_failed = 0
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'step left undone by a finished compensation',
+       'COMPENSATED or COMPENSATION_FAILED', s.status::text
+  FROM steps s
+ WHERE s.run_status::text IN ('COMPENSATED', 'COMPENSATION_FAILED') AND s.status = 'SUCCEEDED'
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'completion_seq on a step that is not to be undone',
+       'a SUCCEEDED step with compensate', s.status::text
+  FROM steps s
+ WHERE s.completion_seq IS NOT NULL AND (s.status <> 'SUCCEEDED' OR s.compensate IS NULL)
+UNION ALL
+SELECT s.workflow_run_id, s.step_key, 'succeeded step with compensate and no completion_seq',
+       'a completion_seq', 'null'
+  FROM steps s
+ WHERE s.compensate IS NOT NULL AND s.status = 'SUCCEEDED' AND s.completion_seq IS NULL
 $verify$;

@@ -1,13 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * cancel.c
- *	  cancel_run and retire_run: the end of a whole run by an operator.
+ *	  cancel_run, retire_run and compensate_run: an operator stops a
+ *	  whole run.
  *
  * Both end a run the same way; they differ in the status the run ends in
  * (CANCELED or RETIRED_UNRESUMABLE), the reason its steps and jobs are
  * given, its history event and the moves the run state machine allows
  * them (retire_run also ends a blocked run; a finished run is
  * run_already_terminal for cancel_run and an invalid move for retire_run).
+ * cancel_run also stops a compensating run: its live compensation job is
+ * canceled and its step COMPENSATION_FAILED.  compensate_run takes the
+ * same locks, then hands the run to compensation.c.
  *
  * Locks, in order: the run's live jobs (ascending id), the run's release
  * lock exclusive (waiting for completions in flight, which hold it
@@ -36,6 +40,7 @@
 
 PG_FUNCTION_INFO_V1(workflow_cancel_run);
 PG_FUNCTION_INFO_V1(workflow_retire_run);
+PG_FUNCTION_INFO_V1(workflow_compensate_run);
 
 /* how one operator call ends a run */
 typedef struct RunEnding
@@ -57,6 +62,7 @@ static const RunEnding retire_ending = {
 
 static Datum CancelRun(PG_FUNCTION_ARGS);
 static Datum RetireRun(PG_FUNCTION_ARGS);
+static Datum CompensateRun(PG_FUNCTION_ARGS);
 static Datum EndRun(FunctionCallInfo fcinfo, const RunEnding *ending);
 static void CheckEndingMove(const pg_uuid_t *run_id, const char *status,
 							const RunEnding *ending);
@@ -96,7 +102,7 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
 		" history_gap = s.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.workflow_run_id" OP("=") "$1"
-		" AND s.status" OP("<>") "ALL ('{SUCCEEDED,FAILED,CANCELED}'::workflow.step_status[])"
+		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
 		" RETURNING s.workflow_run_id, s.step_key),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
@@ -243,6 +249,8 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	/* 5. steps before jobs, so the job triggers find nothing to do */
 	reason_value = reason ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[1] = reason ? ' ' : 'n';
+	if (strcmp(status, "COMPENSATING") == 0)
+		WfAbandonCompensation(run_id, reason_value, reason == NULL);
 	ncanceled = CancelSteps(run_id, reason_value, nulls, ending);
 	WfCancelJobs(job_ids, njobs, ending->reason_code, reason_value,
 				 reason == NULL);
@@ -251,6 +259,53 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	FinishCanceledRun(run_id, ncanceled, status, reason, ending);
 	SPI_finish();
 	PG_RETURN_DATUM(RunStatusDatum(fcinfo, ending->status));
+}
+
+/*
+ * CompensateRun starts to undo a run: workflow.compensate_run.  The locks
+ * are cancel_run's; the run moves to COMPENSATING and its first
+ * compensation job is made (or it ends at once when nothing is left to
+ * undo).  A run being or having been undone returns its status.
+ */
+static Datum
+CompensateRun(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *reason = NULL;
+	char	   *status;
+	Datum	   *job_ids;
+	uint64		njobs;
+
+	WfRequireReadCommitted();
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	run_id = PG_GETARG_UUID_P(0);
+	if (!PG_ARGISNULL(1))
+		reason = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
+
+	WfLockLiveJobs(run_id, WfHoldsLateLocks(), NULL);
+	WfLockRunRelease(run_id, true, true);
+	WfNoteLateLocks();
+
+	status = WfFindRun(run_id, NULL);
+	if (!WfRunStatusCompensation(status))
+	{
+		WfCheckRunMove(run_id, status, "COMPENSATING", WF_CALL_COMPENSATE_RUN);
+		njobs = WfLockLiveJobs(run_id, true, &job_ids);
+		WfStartCompensation(run_id, reason, WF_CALL_COMPENSATE_RUN, false);
+		WfCancelJobs(job_ids, njobs, WF_REASON_RUN_COMPENSATING,
+					 reason ? CStringGetTextDatum(reason) : (Datum) 0,
+					 reason == NULL);
+		WfFinishPending();
+		WfAdvanceCompensation(run_id, 0);
+		status = WfFindRun(run_id, NULL);
+	}
+	SPI_finish();
+	PG_RETURN_DATUM(RunStatusDatum(fcinfo, status));
 }
 
 /* CancelRun cancels a run: workflow.cancel_run. */
@@ -273,3 +328,4 @@ RetireRun(PG_FUNCTION_ARGS)
  */
 WF_OWNER_ENTRY(workflow_cancel_run, CancelRun)
 WF_OWNER_ENTRY(workflow_retire_run, RetireRun)
+WF_OWNER_ENTRY(workflow_compensate_run, CompensateRun)

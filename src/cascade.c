@@ -49,8 +49,16 @@ typedef struct WfTerminalStep
 	pg_uuid_t	step_id;
 	pg_uuid_t	run_id;
 	bool		succeeded;
+	bool		failed;			/* FAILED, not CANCELED */
 	SubTransactionId subid;		/* where it was noted */
 } WfTerminalStep;
+
+/* a compensation job that ended, with where it was noted */
+typedef struct WfPendingCompensation
+{
+	WfCompensationEnd end;
+	SubTransactionId subid;
+} WfPendingCompensation;
 
 typedef enum WfOutcome
 {
@@ -99,6 +107,10 @@ static bool finishing = false;
 static WfPinCheck *pin_checks = NULL;
 static int	n_pin_checks = 0;
 
+static WfPendingCompensation *pending_compensations = NULL;
+static int	n_pending_compensations = 0;
+static int	max_pending_compensations = 0;
+
 /* the highest dependent id this transaction holds a lock on */
 static LocalTransactionId held_lxid = InvalidLocalTransactionId;
 static pg_uuid_t max_held_dependent;
@@ -136,6 +148,13 @@ static WfTerminalStep *AppendPending(void);
 static const char *RunPinVerdict(const pg_uuid_t *run_id);
 static void HoldDependentGroup(pg_uuid_t *ids, int n, int32 done,
 							   int32 unsatisfied);
+static void LockRunsOfLevel(WfTerminalStep *level, int nlevel,
+							WfCompensationEnd *ends, int nends);
+static int	CompareCompensationEnd(const void *a, const void *b);
+static int	CompensateOnFailure(WfTerminalStep *level, int nlevel,
+								pg_uuid_t **runs);
+static bool RunCompensatesOnFailure(const pg_uuid_t *run_id);
+static void StartCompensationOnFailure(const pg_uuid_t *run_id);
 
 /*
  * WfNoteStepTerminal records that a step just became terminal: its run's
@@ -166,6 +185,35 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 	step->step_id = *step_id;
 	step->run_id = *run_id;
 	step->succeeded = (to == WF_COUNT_SUCCEEDED);
+	step->failed = (to == WF_COUNT_FAILED);
+}
+
+/*
+ * WfNoteCompensationEnded records that a compensation job ended; its step
+ * is settled, and the run's chain goes on, when the statement ends.
+ */
+void
+WfNoteCompensationEnded(const WfCompensationEnd *end)
+{
+	MemoryContext old = MemoryContextSwitchTo(WfPendingContext());
+	WfPendingCompensation *p;
+
+	if (n_pending_compensations == max_pending_compensations)
+	{
+		max_pending_compensations = max_pending_compensations == 0 ? 8 :
+			max_pending_compensations * 2;
+		pending_compensations = pending_compensations == NULL ?
+			palloc(sizeof(WfPendingCompensation) * max_pending_compensations) :
+			repalloc(pending_compensations,
+					 sizeof(WfPendingCompensation) * max_pending_compensations);
+	}
+	p = &pending_compensations[n_pending_compensations++];
+	p->end = *end;
+	p->end.error_code = end->error_code ? pstrdup(end->error_code) : NULL;
+	p->end.error_message = end->error_message ?
+		pstrdup(end->error_message) : NULL;
+	p->subid = GetCurrentSubTransactionId();
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -201,14 +249,14 @@ AppendPending(void)
 bool
 WfHasPending(void)
 {
-	return n_pending > 0 || WfHasRunDeltas();
+	return n_pending > 0 || n_pending_compensations > 0 || WfHasRunDeltas();
 }
 
 /* Whether terminal steps were collected and never processed. */
 static bool
 CascadeUnfinished(void)
 {
-	return n_pending > 0;
+	return n_pending > 0 || n_pending_compensations > 0;
 }
 
 /* CascadeAbortSub forgets the steps an aborted subtransaction collected. */
@@ -221,6 +269,11 @@ CascadeAbortSub(SubTransactionId subid)
 		if (pending_steps[i].subid < subid)
 			pending_steps[kept++] = pending_steps[i];
 	n_pending = kept;
+	kept = 0;
+	for (int i = 0; i < n_pending_compensations; i++)
+		if (pending_compensations[i].subid < subid)
+			pending_compensations[kept++] = pending_compensations[i];
+	n_pending_compensations = kept;
 }
 
 /*
@@ -236,6 +289,9 @@ CascadeReset(void)
 	finishing = false;
 	pin_checks = NULL;
 	n_pin_checks = 0;
+	pending_compensations = NULL;
+	n_pending_compensations = 0;
+	max_pending_compensations = 0;
 }
 
 /* WfCascadeInit registers the cascade's end-of-transaction hooks. */
@@ -267,33 +323,155 @@ CompareRunOfTerminalStep(const void *a, const void *b)
 						 &((const WfTerminalStep *) b)->run_id);
 }
 
+/* CompareCompensationEnd orders ended compensation jobs by run, then step. */
+static int
+CompareCompensationEnd(const void *a, const void *b)
+{
+	const WfCompensationEnd *x = (const WfCompensationEnd *) a;
+	const WfCompensationEnd *y = (const WfCompensationEnd *) b;
+	int			cmp = WfUuidCompare(&x->run_id, &y->run_id);
+
+	return cmp != 0 ? cmp : WfUuidCompare(&x->step_id, &y->step_id);
+}
+
+/*
+ * LockRunsOfLevel takes the release locks, shared, of the runs of the
+ * level's steps and of the ended compensation jobs, in ascending run id.
+ */
+static void
+LockRunsOfLevel(WfTerminalStep *level, int nlevel, WfCompensationEnd *ends,
+				int nends)
+{
+	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * Max(nlevel + nends, 1));
+	int			nruns = 0;
+
+	for (int i = 0; i < nlevel; i++)
+		runs[nruns++] = level[i].run_id;
+	for (int i = 0; i < nends; i++)
+		runs[nruns++] = ends[i].run_id;
+	qsort(runs, nruns, sizeof(pg_uuid_t), WfUuidCmpQsort);
+	for (int i = 0; i < nruns; i++)
+	{
+		if (i > 0 && WfUuidCompare(&runs[i], &runs[i - 1]) == 0)
+			continue;
+		WfLockRunRelease(&runs[i], false, true);
+	}
+	pfree(runs);
+}
+
+/*
+ * RunCompensatesOnFailure says whether a run was defined with
+ * "compensate_on": "failure" and still goes forward.  Read only for runs
+ * in which a step failed.
+ */
+static bool
+RunCompensatesOnFailure(const pg_uuid_t *run_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT r.compensate_on_failure AND r.status" OP("=")
+		" ANY ('{RUNNING,WAITING_FOR_EXTERNAL}'::workflow.run_status[])"
+		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	return SPI_processed == 1 && WfResultBool(0, 1);
+}
+
+/*
+ * StartCompensationOnFailure starts to undo a run in the transaction in
+ * which one of its steps failed, before the cascade releases anything
+ * more.  That transaction holds the run's release lock shared and rows
+ * further down the lock order, so it takes the lock exclusive and the
+ * run's live jobs without waiting, and raises workflow.release_conflict
+ * (retry the call) when another transaction holds them.
+ */
+static void
+StartCompensationOnFailure(const pg_uuid_t *run_id)
+{
+	Datum	   *jobs;
+	uint64		njobs;
+
+	if (!WfLockRunRelease(run_id, true, false))
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_RETRY),
+				 errmsg(WF_RELEASE_CONFLICT ": run %s is busy; its compensation cannot start now",
+						WfUuidString(run_id)),
+				 errhint("Retry the transaction.")));
+	njobs = WfLockLiveJobs(run_id, true, &jobs);
+	WfStartCompensation(run_id, "a step failed", WF_CALL_COMPENSATE_ON_FAILURE,
+						true);
+	WfCancelJobs(jobs, njobs, WF_REASON_RUN_COMPENSATING,
+				 CStringGetTextDatum("a step failed"), false);
+}
+
+/*
+ * CompensateOnFailure starts the compensation of each run of the level
+ * that failed a step and compensates on failure; returns those runs.
+ */
+static int
+CompensateOnFailure(WfTerminalStep *level, int nlevel, pg_uuid_t **runs)
+{
+	int			nruns = 0;
+
+	pg_uuid_t	checked;
+	bool		any_checked = false;
+
+	*runs = palloc(sizeof(pg_uuid_t) * Max(nlevel, 1));
+	/* level is in ascending run id: each run is looked at once */
+	for (int i = 0; i < nlevel; i++)
+	{
+		if (!level[i].failed ||
+			(any_checked && WfUuidCompare(&checked, &level[i].run_id) == 0))
+			continue;
+		checked = level[i].run_id;
+		any_checked = true;
+		if (!RunCompensatesOnFailure(&level[i].run_id))
+			continue;
+		StartCompensationOnFailure(&level[i].run_id);
+		(*runs)[nruns++] = level[i].run_id;
+	}
+	return nruns;
+}
+
 /*
  * FinishCollected processes the steps collected so far: release locks,
- * cascade, run counters.
+ * compensations a failure starts, cascade, run counters, compensation
+ * chains.
  */
 static void
 FinishCollected(void)
 {
 	WfTerminalStep *level;
 	int			nlevel;
+	WfCompensationEnd *ends;
+	int			nends;
+	pg_uuid_t  *compensating;
+	int			ncompensating;
 
-	/* copy out: the collected array lives in memory that is reset later */
+	/* copy out: the collected arrays live in memory that is reset later */
 	nlevel = n_pending;
 	level = palloc(sizeof(WfTerminalStep) * Max(nlevel, 1));
 	if (nlevel > 0)
 		memcpy(level, pending_steps, sizeof(WfTerminalStep) * nlevel);
 	n_pending = 0;
+	nends = n_pending_compensations;
+	ends = palloc(sizeof(WfCompensationEnd) * Max(nends, 1));
+	for (int i = 0; i < nends; i++)
+		ends[i] = pending_compensations[i].end;
+	n_pending_compensations = 0;
 
 	/* 1. release locks, shared, ascending run id */
 	qsort(level, nlevel, sizeof(WfTerminalStep), CompareRunOfTerminalStep);
-	for (int i = 0; i < nlevel; i++)
-	{
-		if (i > 0 && WfUuidCompare(&level[i].run_id, &level[i - 1].run_id) == 0)
-			continue;
-		WfLockRunRelease(&level[i].run_id, false, true);
-	}
+	qsort(ends, nends, sizeof(WfCompensationEnd), CompareCompensationEnd);
+	LockRunsOfLevel(level, nlevel, ends, nends);
 
-	/* 2. breadth-first release and cancellation */
+	/* 2. a failure undoes its run before anything more is released */
+	ncompensating = CompensateOnFailure(level, nlevel, &compensating);
+
+	/* 3. breadth-first release and cancellation */
 	while (nlevel > 0)
 	{
 		WfTerminalStep *next = NULL;
@@ -305,8 +483,14 @@ FinishCollected(void)
 		nlevel = nnext;
 	}
 
-	/* 3. run counters and status, ascending run id */
+	/* 4. run counters and status, ascending run id */
 	WfApplyRunDeltas();
+
+	/* 5. the compensation chains: each run's next job, or its end */
+	for (int i = 0; i < ncompensating; i++)
+		WfAdvanceCompensation(&compensating[i], 0);
+	for (int i = 0; i < nends; i++)
+		WfSettleCompensationJob(&ends[i]);
 }
 
 /*
@@ -688,6 +872,7 @@ SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps, pg_uuid_t *events,
 		next[nnext].step_id = st->step_id;
 		next[nnext].run_id = st->run_id;
 		next[nnext].succeeded = true;
+		next[nnext].failed = false;
 		nnext++;
 	}
 	pfree(settled);
@@ -742,6 +927,7 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 				finished[nfinished].step_id = dep->step_id;
 				finished[nfinished].run_id = dep->run_id;
 				finished[nfinished].succeeded = false;
+				finished[nfinished].failed = false;
 				nfinished++;
 				break;
 		}
@@ -905,6 +1091,7 @@ WfReleaseSteps(const pg_uuid_t *ids, int n)
 		step->step_id = next[i].step_id;
 		step->run_id = next[i].run_id;
 		step->succeeded = next[i].succeeded;
+		step->failed = next[i].failed;
 	}
 	pfree(next);
 	pfree(deps);

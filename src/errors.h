@@ -67,6 +67,8 @@
 #define WF_REASON_DEPENDENCY_UNSATISFIED	"workflow.dependency_unsatisfied"
 #define WF_REASON_RUN_CANCELED				"workflow.run_canceled"
 #define WF_REASON_RUN_RETIRED				"workflow.run_retired"
+#define WF_REASON_RUN_COMPENSATING			"workflow.run_compensating"
+#define WF_REASON_NO_COMPENSATION			"workflow.no_compensation"
 #define WF_REASON_LEASE_EXPIRED				"job.lease_expired"
 #define WF_REASON_EVENT_TIMEOUT				"workflow.event_timeout"
 

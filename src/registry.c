@@ -130,6 +130,11 @@ AppendContractStep(StringInfo buf, const WfStepDef *step)
 		appendStringInfoString(buf, ",\"event\":");
 		escape_json(buf, step->event_name);
 	}
+	if (step->compensate_job_type != NULL)
+	{
+		appendStringInfoString(buf, ",\"compensate\":");
+		escape_json(buf, step->compensate_job_type);
+	}
 	appendStringInfoChar(buf, '}');
 }
 

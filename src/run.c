@@ -113,6 +113,7 @@ static void CountStartingSteps(NewRun *run);
 static bool InsertRunRow(NewRun *run);
 static void FindIdempotentRun(NewRun *run);
 static void InsertSteps(NewRun *run);
+static void InsertCompensations(NewRun *run);
 static void InsertCounterShards(NewRun *run);
 static void InsertEdges(NewRun *run);
 static void InsertRootJobs(NewRun *run);
@@ -408,6 +409,54 @@ FindIdempotentRun(NewRun *run)
 }
 
 /*
+ * InsertCompensations writes what a saga needs, for a run whose definition
+ * has any of it: the compensate job of each step that has one, and
+ * whether the run compensates on failure.  A run without either writes
+ * nothing more.
+ */
+static void
+InsertCompensations(NewRun *run)
+{
+	static SPIPlanPtr steps_plan = NULL;
+	static const char *steps_sql =
+		"UPDATE workflow.workflow_steps s SET compensate = c.compensate"
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
+		" pg_catalog.unnest($2::pg_catalog.jsonb[])) AS c(id, compensate)"
+		" WHERE s.id" OP("=") "c.id";
+	static SPIPlanPtr run_plan = NULL;
+	static const char *run_sql =
+		"UPDATE workflow.workflow_runs r SET compensate_on_failure = true"
+		" WHERE r.id" OP("=") "$1";
+	static const Oid types[2] = {UUIDARRAYOID, JSONBARRAYOID};
+	static const Oid run_types[1] = {UUIDOID};
+	WfDefinition *def = run->def;
+	Datum	   *ids = palloc(sizeof(Datum) * def->nsteps);
+	Datum	   *compensates = palloc(sizeof(Datum) * def->nsteps);
+	int			n = 0;
+	Datum		values[2];
+
+	for (int i = 0; i < def->nsteps; i++)
+		if (def->steps[i].compensate_job_type != NULL)
+		{
+			ids[n] = UUIDPGetDatum(&def->steps[i].id);
+			compensates[n++] = def->steps[i].compensate;
+		}
+	if (n > 0)
+	{
+		values[0] = WfArray(ids, NULL, n, UUIDOID);
+		values[1] = WfArray(compensates, NULL, n, JSONBOID);
+		WfExecute(&steps_plan, steps_sql, 2, types, values, NULL, false, 0);
+	}
+	if (def->compensate_on_failure)
+	{
+		values[0] = UUIDPGetDatum(run->id);
+		WfExecute(&run_plan, run_sql, 1, run_types, values, NULL, false, 0);
+	}
+	pfree(ids);
+	pfree(compensates);
+}
+
+/*
  * InsertSteps writes every step of the run in one statement, with the
  * wake time of a root sleep step, or of a root event step's timeout.
  */
@@ -661,6 +710,7 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 		return;
 	}
 	InsertSteps(&run);
+	InsertCompensations(&run);
 	if (def->counter_shards > 0)
 		InsertCounterShards(&run);
 	if (def->nedges > 0)

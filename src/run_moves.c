@@ -41,6 +41,8 @@ static const char *const call_names[] = {
 	[WF_CALL_RETIRE_RUN] = "retire_run",
 	[WF_CALL_RESUME_RUN] = "resume_run",
 	[WF_CALL_RETRY_RUN] = "retry_run",
+	[WF_CALL_COMPENSATE_RUN] = "compensate_run",
+	[WF_CALL_COMPENSATE_ON_FAILURE] = "compensate_on failure",
 };
 
 #define BLOCKED_STATUSES(to, call) \
@@ -93,6 +95,19 @@ static const RunMove run_moves[] = {
 	{"COMPLETED_WITH_ERRORS", "WAITING_FOR_EXTERNAL", WF_CALL_RETRY_RUN},
 	{"COMPLETED_WITH_ERRORS", "SUCCEEDED", WF_CALL_RETRY_RUN},
 	TO_BLOCKED("COMPLETED_WITH_ERRORS", WF_CALL_RETRY_RUN),
+	/*
+	 * a saga undone: by compensate_run, or by the failure of a step of a
+	 * run defined with "compensate_on": "failure"; its last compensation
+	 * ends it; cancel_run stops it
+	 */
+	{"RUNNING", "COMPENSATING", WF_CALL_COMPENSATE_RUN},
+	{"WAITING_FOR_EXTERNAL", "COMPENSATING", WF_CALL_COMPENSATE_RUN},
+	{"COMPLETED_WITH_ERRORS", "COMPENSATING", WF_CALL_COMPENSATE_RUN},
+	{"RUNNING", "COMPENSATING", WF_CALL_COMPENSATE_ON_FAILURE},
+	{"WAITING_FOR_EXTERNAL", "COMPENSATING", WF_CALL_COMPENSATE_ON_FAILURE},
+	{"COMPENSATING", "COMPENSATED", WF_CALL_STEP_CHANGE},
+	{"COMPENSATING", "COMPENSATION_FAILED", WF_CALL_STEP_CHANGE},
+	{"COMPENSATING", "CANCELED", WF_CALL_CANCEL_RUN},
 };
 
 /* SameStatus compares two statuses, either of which may be NULL. */

@@ -273,7 +273,19 @@ WfRunStatusTerminal(const char *status)
 	return strcmp(status, "SUCCEEDED") == 0 ||
 		strcmp(status, "COMPLETED_WITH_ERRORS") == 0 ||
 		strcmp(status, "CANCELED") == 0 ||
-		strcmp(status, "RETIRED_UNRESUMABLE") == 0;
+		strcmp(status, "RETIRED_UNRESUMABLE") == 0 ||
+		strcmp(status, "COMPENSATED") == 0 ||
+		strcmp(status, "COMPENSATION_FAILED") == 0;
+}
+
+/*
+ * WfRunStatusCompensation says whether a run status is one of a run being
+ * or having been undone.
+ */
+bool
+WfRunStatusCompensation(const char *status)
+{
+	return strncmp(status, "COMPENSAT", 9) == 0;
 }
 
 /* WfRunStatusBlocked says whether a run status is one of BLOCKED_*. */
@@ -458,6 +470,19 @@ SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
 }
 
 /*
+ * WfSetRunStatus moves a run the caller holds from one status to another
+ * by call, as the run state machine allows, with its history event and,
+ * when the run finishes, its notification.
+ */
+void
+WfSetRunStatus(const pg_uuid_t *run_id, const char *from, const char *to,
+			   WfRunCall call)
+{
+	WfCheckRunMove(run_id, from, to, call);
+	SetRunStatus(run_id, from, to, "run_status_changed");
+}
+
+/*
  * ApplyRunDelta writes one run's counter changes and its new status.  For
  * a sharded run the delta counts shards crossing zero, and the outcome
  * counters are summed from the shards into the run row when it finishes.
@@ -473,8 +498,9 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 
 	old_status = UpdateRunCounters(entry, &counts);
 	if (strcmp(old_status, "CANCELED") == 0 ||
-		strcmp(old_status, "RETIRED_UNRESUMABLE") == 0)
-		return;					/* an ended run stays ended */
+		strcmp(old_status, "RETIRED_UNRESUMABLE") == 0 ||
+		WfRunStatusCompensation(old_status))
+		return;					/* ended, or its compensation decides */
 	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN)
 		return;					/* held until resume_run */
 
@@ -486,6 +512,9 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 									counts.canceled);
 	if (entry->blocked != NULL && !WfRunStatusTerminal(new_status))
 		new_status = entry->blocked;
+	if (entry->call == WF_CALL_COMPENSATE_RUN ||
+		entry->call == WF_CALL_COMPENSATE_ON_FAILURE)
+		new_status = "COMPENSATING";	/* whatever is left, it is undone */
 	if (strcmp(old_status, new_status) == 0)
 		return;
 	WfCheckRunMove(&entry->run_id, old_status, new_status, entry->call);
@@ -738,7 +767,8 @@ RunCounters(PG_FUNCTION_ARGS)
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "r.id) x"
 		" ON r.counter_shards" OP(">") "0"
-		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE}'::workflow.run_status[])"
+		" AND r.status" OP("<>") "ALL ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE,"
+		"COMPENSATING,COMPENSATED,COMPENSATION_FAILED}'::workflow.run_status[])"
 		" WHERE r.id" OP("=") "$1";
 	static const Oid types[1] = {UUIDOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;

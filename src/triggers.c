@@ -96,6 +96,11 @@ static void NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
 						 HeapTuple oldtup, HeapTuple newtup, TupleDesc desc);
 static void NoteStepEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
 						  TupleDesc desc);
+static void NoteCompensationEnded(const pg_uuid_t *step_id,
+								  const pg_uuid_t *job_id,
+								  const pg_uuid_t *run_id, bool succeeded,
+								  HeapTuple newtup, TupleDesc desc);
+static char *GetTextColumn(HeapTuple tuple, TupleDesc desc, const char *name);
 static void RequeueEvent(StepSync *sync, HeapTuple oldtup, HeapTuple newtup,
 						 TupleDesc desc, StringInfo detail);
 static bool IsTerminalSync(const StepSync *sync);
@@ -221,6 +226,29 @@ NoteStepSync(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
 	}
 	NoteStepEvent(sync, oldtup, newtup, desc);
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * NoteCompensationEnded hands a compensation job that ended to the
+ * cascade, which settles its step when the statement ends.  Claims and
+ * retries of a compensation job move nothing: its step stays COMPENSATING.
+ */
+static void
+NoteCompensationEnded(const pg_uuid_t *step_id, const pg_uuid_t *job_id,
+					  const pg_uuid_t *run_id, bool succeeded,
+					  HeapTuple newtup, TupleDesc desc)
+{
+	WfCompensationEnd end;
+
+	end.run_id = *run_id;
+	end.step_id = *step_id;
+	end.job_id = *job_id;
+	end.succeeded = succeeded;
+	end.error_code = end.succeeded ? NULL :
+		GetTextColumn(newtup, desc, "last_error_code");
+	end.error_message = end.succeeded ? NULL :
+		GetTextColumn(newtup, desc, "last_error_message");
+	WfNoteCompensationEnded(&end);
 }
 
 /* Reads an integer column of a job_queue tuple. */
@@ -405,6 +433,13 @@ workflow_job_queue_sync_step(PG_FUNCTION_ARGS)
 		else
 			elog(ERROR, "job_queue_sync_step: unexpected job status \"%s\"",
 				 new_status);
+		if (DatumGetBool(GetColumn(newtup, desc, "compensation", &isnull)))
+		{
+			NoteCompensationEnded(&step_id, &job_id, &run_id,
+								  strcmp(new_status, "SUCCEEDED") == 0,
+								  newtup, desc);
+			return PointerGetDatum(NULL);
+		}
 	}
 	NoteStepSync(&step_id, &job_id, &run_id, to, oldtup, newtup, desc);
 

@@ -136,6 +136,17 @@ extern void WfFailJobRows(int n, const WfJobState *const *jobs,
 /* triggers.c: step moves noted per row and written per statement */
 extern void WfTriggersInit(void);
 
+/* a compensation job that ended, noted by its trigger */
+typedef struct WfCompensationEnd
+{
+	pg_uuid_t	run_id;
+	pg_uuid_t	step_id;
+	pg_uuid_t	job_id;
+	bool		succeeded;
+	char	   *error_code;		/* the job's, when it did not succeed */
+	char	   *error_message;
+} WfCompensationEnd;
+
 /* cascade.c: terminal processing and dependency release */
 extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
@@ -145,6 +156,7 @@ extern void WfFinishPending(void);
 extern bool WfHasPending(void);
 extern void WfNoteHeldStep(const pg_uuid_t *step_id);
 extern void WfReleaseSteps(const pg_uuid_t *ids, int n);
+extern void WfNoteCompensationEnded(const WfCompensationEnd *end);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
@@ -177,7 +189,9 @@ typedef enum WfRunCall
 	WF_CALL_CANCEL_RUN,
 	WF_CALL_RETIRE_RUN,
 	WF_CALL_RESUME_RUN,
-	WF_CALL_RETRY_RUN
+	WF_CALL_RETRY_RUN,
+	WF_CALL_COMPENSATE_RUN,
+	WF_CALL_COMPENSATE_ON_FAILURE
 } WfRunCall;
 
 /* run_jobs.c: a run's live jobs */
@@ -185,6 +199,15 @@ extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
 							 Datum **ids);
 extern void WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code,
 						 Datum reason, bool reason_null);
+
+/* compensation.c: undoing a run's succeeded steps */
+
+extern void WfStartCompensation(const pg_uuid_t *run_id, const char *reason,
+								WfRunCall call, bool nowait);
+extern void WfAdvanceCompensation(const pg_uuid_t *run_id, int32 failed);
+extern void WfSettleCompensationJob(const WfCompensationEnd *end);
+extern void WfAbandonCompensation(const pg_uuid_t *run_id, Datum reason,
+								  bool reason_null);
 
 /* pins.c: whether a pinned run's registered version still stands */
 extern const char *WfPinVerdict(const pg_uuid_t *run_id);
@@ -206,6 +229,9 @@ extern const char *WfComputeRunStatus(int32 active, int32 waiting,
 									  int32 canceled);
 extern bool WfRunStatusTerminal(const char *status);
 extern bool WfRunStatusBlocked(const char *status);
+extern bool WfRunStatusCompensation(const char *status);
+extern void WfSetRunStatus(const pg_uuid_t *run_id, const char *from,
+						   const char *to, WfRunCall call);
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
 
