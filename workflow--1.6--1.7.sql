@@ -624,11 +624,11 @@ SELECT j.workflow_run_id, j.step_key, 'step with more than one job of a generati
  GROUP BY j.workflow_run_id, j.step_key, j.workflow_step_id, j.generation
 HAVING count(*) > 1
 UNION ALL
-SELECT j.workflow_run_id, j.step_key, 'job of another generation than its step',
-       'an earlier, finished one', j.generation || ' ' || j.status
+SELECT j.workflow_run_id, j.step_key, 'live job of an earlier generation',
+       'finished', j.status::text
   FROM jobs j
  WHERE j.step_job_id IS DISTINCT FROM j.id AND j.step_id IS NOT NULL
-   AND (j.generation >= j.step_generation OR j.status IN ('QUEUED', 'RUNNING'))
+   AND j.generation < j.step_generation AND j.status IN ('QUEUED', 'RUNNING')
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step has a job it should not have', 'none',
        s.job_id::text
