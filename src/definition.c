@@ -307,8 +307,6 @@ CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
 	static const char *const sleep_keys[] = {"seconds", "until", NULL};
 	static const char *const event_keys[] = {"event", "wait_timeout_seconds",
 	NULL};
-	static const char *const timer_only[] = {"compensate", NULL};
-	const char *const *refused_timer = timer_only;
 
 	switch (step->kind)
 	{
@@ -340,9 +338,9 @@ CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
 									  refused[r][i]);
 	/* only what a step did can be undone: a wait did nothing */
 	if ((step->kind == WF_KIND_SLEEP || step->kind == WF_KIND_EVENT) &&
-		GetKey(obj, refused_timer[0]) != NULL)
-		wf_invalid_definition("step \"%s\": %s step takes no \"%s\"",
-							  step->key, names[step->kind], refused_timer[0]);
+		GetKey(obj, "compensate") != NULL)
+		wf_invalid_definition("step \"%s\": %s step takes no \"compensate\"",
+							  step->key, names[step->kind]);
 }
 
 /*
