@@ -2430,7 +2430,8 @@ SELECT pg_catalog.pg_extension_config_dump('workflow.workflow_definitions', '');
 
 ALTER TABLE workflow.workflow_definitions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE workflow.workflow_definitions FORCE ROW LEVEL SECURITY;
-CREATE POLICY every_row ON workflow.workflow_definitions USING (true);
+-- A tenant role sees every registered version: the registry is shared.
+CREATE POLICY tenant_rows ON workflow.workflow_definitions USING (true);
 
 REVOKE ALL ON TABLE workflow.workflow_definitions FROM PUBLIC;
 GRANT SELECT ON TABLE workflow.workflow_definitions TO workflow_reader;

@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(368);
+SELECT plan(422);
 
 CREATE SCHEMA wf_tap;
 
@@ -47,13 +47,16 @@ SELECT enum_has_labels('workflow', 'job_status',
 SELECT has_enum('workflow', 'step_status', 'enum workflow.step_status exists');
 SELECT enum_has_labels('workflow', 'step_status',
     ARRAY['BLOCKED', 'ENQUEUED', 'RUNNING', 'SLEEPING', 'WAITING_FOR_EXTERNAL',
-          'SUCCEEDED', 'FAILED', 'CANCELED'],
+          'SUCCEEDED', 'FAILED', 'CANCELED', 'COMPENSATING', 'COMPENSATED',
+          'COMPENSATION_FAILED'],
     'workflow.step_status has the contract labels in order');
 
 SELECT has_enum('workflow', 'run_status', 'enum workflow.run_status exists');
 SELECT enum_has_labels('workflow', 'run_status',
     ARRAY['RUNNING', 'WAITING_FOR_EXTERNAL', 'SUCCEEDED',
-          'COMPLETED_WITH_ERRORS', 'CANCELED'],
+          'COMPLETED_WITH_ERRORS', 'CANCELED', 'BLOCKED_MISSING_HANDLER',
+          'BLOCKED_MISSING_VERSION', 'BLOCKED_SIGNATURE_MISMATCH',
+          'RETIRED_UNRESUMABLE', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED'],
     'workflow.run_status has the contract labels in order');
 
 SELECT has_enum('workflow', 'release_mode', 'enum workflow.release_mode exists');
@@ -78,6 +81,8 @@ SELECT has_table('workflow', 'organization_members',
     'table workflow.organization_members exists');
 SELECT has_table('workflow', 'workflow_events', 'table workflow.workflow_events exists');
 SELECT has_table('workflow', 'event_inbox', 'table workflow.event_inbox exists');
+SELECT has_table('workflow', 'workflow_definitions',
+    'table workflow.workflow_definitions exists');
 
 CREATE TABLE wf_tap.contract_columns (
     n           serial PRIMARY KEY,
@@ -125,6 +130,15 @@ VALUES
     ('workflow_runs', 'created_at', 'pg_catalog', 'timestamp with time zone'),
     ('workflow_runs', 'updated_at', 'pg_catalog', 'timestamp with time zone'),
     ('workflow_runs', 'finished_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_runs', 'input', 'pg_catalog', 'jsonb'),
+    ('workflow_runs', 'workflow_name', 'pg_catalog', 'text'),
+    ('workflow_runs', 'workflow_version', 'pg_catalog', 'text'),
+    ('workflow_runs', 'workflow_signature', 'pg_catalog', 'text'),
+    ('workflow_definitions', 'name', 'pg_catalog', 'text'),
+    ('workflow_definitions', 'version', 'pg_catalog', 'text'),
+    ('workflow_definitions', 'definition', 'pg_catalog', 'jsonb'),
+    ('workflow_definitions', 'signature', 'pg_catalog', 'text'),
+    ('workflow_definitions', 'active', 'pg_catalog', 'boolean'),
 
     ('workflow_steps', 'id', 'pg_catalog', 'uuid'),
     ('workflow_steps', 'workflow_run_id', 'pg_catalog', 'uuid'),
@@ -196,16 +210,20 @@ SELECT col_type_is('workflow', c.table_name, c.column_name, c.type_schema, c.typ
 
 -- Every table of runs and jobs carries workflow_run_id (job_queue too, NULL
 -- for plain jobs); workflow_runs is keyed by the run id itself, and
--- organization_members (roles and their organizations) holds no run data.
+-- organization_members (roles and their organizations) and
+-- workflow_definitions (the registry, shared by every run) hold no run data.
 SELECT is_empty($$
     SELECT c.relname FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
        AND c.oid NOT IN ('workflow.workflow_runs'::regclass,
-                         'workflow.organization_members'::regclass)
+                         'workflow.organization_members'::regclass,
+                         'workflow.workflow_definitions'::regclass)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                         WHERE a.attrelid = c.oid AND a.attname = 'workflow_run_id'
                           AND NOT a.attisdropped)
-$$, 'every table of schema workflow but the membership table carries workflow_run_id');
+$$, 'every table of schema workflow but the membership table and the registry carries workflow_run_id');
+SELECT col_is_pk('workflow', 'workflow_definitions', ARRAY['name', 'version'],
+    'workflow.workflow_definitions is keyed by (name, version)');
 
 SELECT col_is_pk('workflow', 'job_queue', 'id', 'workflow.job_queue.id is the primary key');
 SELECT col_is_pk('workflow', 'workflow_runs', 'id', 'workflow.workflow_runs.id is the primary key');
@@ -326,9 +344,9 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
     ('fail_jobs', ARRAY['uuid[]', 'uuid[]', 'text[]', 'text[]', 'boolean'], 'setof uuid',
      'job_ids uuid[], lease_tokens uuid[], error_codes text[], error_messages text[], '
      'retryable boolean DEFAULT true'),
-    ('start_run', ARRAY['jsonb', 'uuid', 'text'], 'uuid',
+    ('start_run', ARRAY['jsonb', 'uuid', 'text', 'jsonb'], 'uuid',
      'definition jsonb, organization_id uuid DEFAULT NULL::uuid, '
-     'idempotency_key text DEFAULT NULL::text'),
+     'idempotency_key text DEFAULT NULL::text, input jsonb DEFAULT NULL::jsonb'),
     ('complete_external_step',
      ARRAY['uuid', 'text', 'workflow.step_status', 'jsonb', 'text', 'text', 'text', 'uuid'],
      'workflow.workflow_steps',
@@ -356,9 +374,25 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
     ('send_event', ARRAY['uuid', 'text', 'jsonb', 'text', 'uuid'], 'workflow.event_inbox',
      'workflow_run_id uuid, event_name text, payload jsonb DEFAULT NULL::jsonb, '
      'dedupe_key text DEFAULT NULL::text, organization_id uuid DEFAULT NULL::uuid'),
-    ('fire_timers', ARRAY['integer'], 'integer', 'batch_size integer DEFAULT 1000');
+    ('fire_timers', ARRAY['integer'], 'integer', 'batch_size integer DEFAULT 1000'),
+    ('job_inputs', ARRAY['uuid', 'uuid'], 'jsonb', 'job_id uuid, lease_token uuid'),
+    ('register_workflow', ARRAY['text', 'text', 'jsonb', 'boolean'], 'text',
+     'name text, version text, definition jsonb, activate boolean DEFAULT true'),
+    ('unregister_workflow', ARRAY['text', 'text'], 'void', 'name text, version text'),
+    ('start_workflow', ARRAY['text', 'jsonb', 'uuid', 'text'], 'uuid',
+     'name text, input jsonb DEFAULT NULL::jsonb, organization_id uuid DEFAULT NULL::uuid, '
+     'idempotency_key text DEFAULT NULL::text'),
+    ('compensate_run', ARRAY['uuid', 'text', 'uuid'], 'workflow.run_status',
+     'workflow_run_id uuid, reason text DEFAULT NULL::text, '
+     'organization_id uuid DEFAULT NULL::uuid'),
+    ('resume_run', ARRAY['uuid', 'uuid'], 'workflow.run_status',
+     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid'),
+    ('retire_run', ARRAY['uuid', 'text', 'uuid'], 'workflow.run_status',
+     'workflow_run_id uuid, reason text, organization_id uuid DEFAULT NULL::uuid'),
+    ('retry_run', ARRAY['uuid', 'uuid'], 'workflow.run_status',
+     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid');
 
--- 25 functions: has_function, function_returns, then the argument list.
+-- 33 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -394,7 +428,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          25, 'all 25 API functions are present and not STRICT');
+          33, 'all 33 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -421,7 +455,11 @@ INSERT INTO wf_tap.api_kind VALUES
     ('run_graph', 'c', 's'),
     ('complete_and_claim', 'c', 'v'),
     ('send_event', 'c', 'v'),
-    ('fire_timers', 'c', 'v');
+    ('fire_timers', 'c', 'v'),
+    ('job_inputs', 'c', 'v'), ('register_workflow', 'c', 'v'),
+    ('unregister_workflow', 'c', 'v'), ('start_workflow', 'c', 'v'),
+    ('compensate_run', 'c', 'v'), ('resume_run', 'c', 'v'), ('retire_run', 'c', 'v'),
+    ('retry_run', 'c', 'v');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -473,10 +511,11 @@ SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'workflow'),
           ARRAY['workflow.event_inbox', 'workflow.job_queue', 'workflow.organization_members',
+                'workflow.step_completion_seq', 'workflow.workflow_definitions',
                 'workflow.workflow_events', 'workflow.workflow_events_id_seq',
                 'workflow.workflow_run_counters', 'workflow.workflow_runs',
                 'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
-          'the eight tables and the event id sequence, and only they, are registered with pg_extension_config_dump');
+          'the nine tables, the event id sequence and the completion sequence, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -486,8 +525,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', '', '', '', '', ''],
-          'all eight tables and the sequence are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', '', '', '', '', '', ''],
+          'all nine tables and the two sequences are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
@@ -613,10 +652,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.6', 'workflow is available with default version 1.6');
+          '1.7', 'workflow is available with default version 1.7');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.6'),
+            WHERE v.name = 'workflow' AND v.version = '1.7'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -625,7 +664,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.6', 'the installed version is 1.6');
+          '1.7', 'the installed version is 1.7');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -657,9 +696,16 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.5' AND p.target = '1.6'),
           '1.5--1.6', 'an installed 1.5 updates to 1.6 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.7'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7',
+          'an installed 1.0 updates to 1.7 through 1.1, 1.2, 1.3, 1.4, 1.5 and 1.6');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.6' AND p.target = '1.7'),
+          '1.6--1.7', 'an installed 1.6 updates to 1.7 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6'], 'the versions 1.0 to 1.6 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7'], 'the versions 1.0 to 1.7 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

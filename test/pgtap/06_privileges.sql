@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(376);
+SELECT plan(434);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -117,10 +117,12 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('release_job', ARRAY['uuid', 'uuid'], true, false, false, true),
     ('reap_expired', ARRAY[]::name[], true, false, false, true),
     ('fire_timers', ARRAY['integer'], true, false, false, true),
+    ('job_inputs', ARRAY['uuid', 'uuid'], true, false, false, true),
     -- client calls
     ('enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer',
                       'integer', 'uuid', 'text'], false, true, false, true),
-    ('start_run', ARRAY['jsonb', 'uuid', 'text'], false, true, false, true),
+    ('start_run', ARRAY['jsonb', 'uuid', 'text', 'jsonb'], false, true, false, true),
+    ('start_workflow', ARRAY['text', 'jsonb', 'uuid', 'text'], false, true, false, true),
     ('complete_external_step', ARRAY['uuid', 'text', 'workflow.step_status', 'jsonb', 'text',
                                      'text', 'text', 'uuid'], false, true, false, true),
     ('cancel_job', ARRAY['uuid', 'text'], false, true, false, true),
@@ -136,6 +138,12 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('purge', ARRAY['interval', 'integer'], false, false, false, true),
     ('grant_organization', ARRAY['regrole', 'uuid'], false, false, false, true),
     ('revoke_organization', ARRAY['regrole', 'uuid'], false, false, false, true),
+    ('register_workflow', ARRAY['text', 'text', 'jsonb', 'boolean'], false, false, false, true),
+    ('unregister_workflow', ARRAY['text', 'text'], false, false, false, true),
+    ('compensate_run', ARRAY['uuid', 'text', 'uuid'], false, false, false, true),
+    ('resume_run', ARRAY['uuid', 'uuid'], false, false, false, true),
+    ('retire_run', ARRAY['uuid', 'text', 'uuid'], false, false, false, true),
+    ('retry_run', ARRAY['uuid', 'uuid'], false, false, false, true),
     -- all four
     ('uuid_v7', ARRAY[]::name[], true, true, true, true),
     ('my_organizations', ARRAY[]::name[], true, true, true, true),
@@ -157,13 +165,15 @@ SELECT functions_are('workflow', ARRAY[
     'job_queue_sync_step', 'job_queue_finish_statement', 'job_queue_guard',
     'workflow_steps_guard', '_organization_members_changed', 'run_history',
     '_workflow_events_guard', 'complete_and_claim', 'send_event', 'fire_timers',
-    '_run_moves']::name[],
-    'schema workflow holds the 32 functions listed here, and no other');
+    '_run_moves', 'job_inputs', 'start_workflow', 'register_workflow',
+    'unregister_workflow', 'compensate_run', 'resume_run', 'retire_run',
+    'retry_run']::name[],
+    'schema workflow holds the 40 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 32,
-          'schema workflow holds 32 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 40,
+          'schema workflow holds 40 functions (no overloads besides the list)');
 
--- 32 functions x 4 roles
+-- 40 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -180,7 +190,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 32 functions x PUBLIC
+-- 40 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -211,8 +221,10 @@ $$, $$ VALUES
     ('release_job', 'workflow_worker', 'EXECUTE', false),
     ('reap_expired', 'workflow_worker', 'EXECUTE', false),
     ('fire_timers', 'workflow_worker', 'EXECUTE', false),
+    ('job_inputs', 'workflow_worker', 'EXECUTE', false),
     ('enqueue', 'workflow_client', 'EXECUTE', false),
     ('start_run', 'workflow_client', 'EXECUTE', false),
+    ('start_workflow', 'workflow_client', 'EXECUTE', false),
     ('complete_external_step', 'workflow_client', 'EXECUTE', false),
     ('cancel_job', 'workflow_client', 'EXECUTE', false),
     ('cancel_run', 'workflow_client', 'EXECUTE', false),
@@ -227,6 +239,12 @@ $$, $$ VALUES
     ('purge', 'workflow_admin', 'EXECUTE', false),
     ('grant_organization', 'workflow_admin', 'EXECUTE', false),
     ('revoke_organization', 'workflow_admin', 'EXECUTE', false),
+    ('register_workflow', 'workflow_admin', 'EXECUTE', false),
+    ('unregister_workflow', 'workflow_admin', 'EXECUTE', false),
+    ('compensate_run', 'workflow_admin', 'EXECUTE', false),
+    ('resume_run', 'workflow_admin', 'EXECUTE', false),
+    ('retire_run', 'workflow_admin', 'EXECUTE', false),
+    ('retry_run', 'workflow_admin', 'EXECUTE', false),
     ('uuid_v7', 'workflow_worker', 'EXECUTE', false),
     ('uuid_v7', 'workflow_client', 'EXECUTE', false),
     ('uuid_v7', 'workflow_reader', 'EXECUTE', false),
@@ -258,15 +276,16 @@ CREATE TABLE wf_tap.tbl (n int PRIMARY KEY, tname name NOT NULL);
 INSERT INTO wf_tap.tbl VALUES
     (1, 'job_queue'), (2, 'workflow_runs'), (3, 'workflow_steps'),
     (4, 'workflow_step_dependencies'), (5, 'workflow_run_counters'),
-    (6, 'organization_members'), (7, 'workflow_events'), (8, 'event_inbox');
+    (6, 'organization_members'), (7, 'workflow_events'), (8, 'event_inbox'),
+    (9, 'workflow_definitions');
 
 SELECT tables_are('workflow', ARRAY[
     'job_queue', 'workflow_runs', 'workflow_steps', 'workflow_step_dependencies',
     'workflow_run_counters', 'organization_members', 'workflow_events',
-    'event_inbox']::name[],
-    'schema workflow holds the eight tables listed here, and no other');
+    'event_inbox', 'workflow_definitions']::name[],
+    'schema workflow holds the nine tables listed here, and no other');
 
--- 8 tables x 4 roles: the reader SELECTs; the admin too, through
+-- 9 tables x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
 SELECT table_privs_are('workflow', t.tname, r.role,
            CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
@@ -277,7 +296,7 @@ SELECT table_privs_are('workflow', t.tname, r.role,
   FROM wf_tap.tbl t CROSS JOIN wf_tap.roles r
  ORDER BY t.n, r.n;
 
--- 8 tables x PUBLIC
+-- 9 tables x PUBLIC
 SELECT table_privs_are('workflow', t.tname, 'public', ARRAY[]::name[],
            format('PUBLIC holds no privilege on workflow.%s', t.tname))
   FROM wf_tap.tbl t ORDER BY t.n;
@@ -308,6 +327,7 @@ $$, $$ VALUES
     ('organization_members', 'workflow_reader', 'SELECT', false),
     ('workflow_events', 'workflow_reader', 'SELECT', false),
     ('event_inbox', 'workflow_reader', 'SELECT', false),
+    ('workflow_definitions', 'workflow_reader', 'SELECT', false),
     ('run_overview', 'workflow_reader', 'SELECT', false),
     ('queue_stats', 'workflow_reader', 'SELECT', false),
     ('step_timeline', 'workflow_reader', 'SELECT', false)
@@ -398,7 +418,9 @@ INSERT INTO wf_tap.policy_qual VALUES
      || E'(workflow_run_id IN ( SELECT r.id\n   FROM workflow.workflow_runs r)))'),
     (6, 'organization_members',
      '((( SELECT workflow.my_organizations() AS my_organizations) IS NULL) OR '
-     '(organization_id = ANY (( SELECT workflow.my_organizations() AS my_organizations)::uuid[])))');
+     '(organization_id = ANY (( SELECT workflow.my_organizations() AS my_organizations)::uuid[])))'),
+    -- the registry is shared: a tenant role sees every version
+    (7, 'workflow_definitions', 'true');
 
 SELECT is((SELECT pg_catalog.pg_get_expr(p.polqual, p.polrelid)
              FROM pg_catalog.pg_policy p
