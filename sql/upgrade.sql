@@ -126,5 +126,58 @@ SELECT workflow.fire_timers();
 SELECT step_key, status FROM workflow.workflow_steps
  WHERE workflow_run_id = :'nap_run' ORDER BY step_key;
 SELECT * FROM workflow.verify();
+
+-- 1.6 -> 1.7: a run that finished with errors under 1.6 is retried after
+-- the update (its failed step gets the next job generation); the new
+-- statuses, columns, registry and operator calls arrive with it
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.6';
+SELECT to_regproc('workflow.retry_run') IS NULL AS no_retry_run,
+       to_regproc('workflow.compensate_run') IS NULL AS no_compensate_run,
+       to_regclass('workflow.workflow_definitions') IS NULL AS no_registry;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total, steps_active,
+    steps_waiting, steps_blocked, steps_succeeded, steps_failed, finished_at, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000a01',
+        '{"steps": [{"key": "a", "job_type": "up.a"}, {"key": "b", "job_type": "up.b"}]}',
+        'COMPLETED_WITH_ERRORS', 2, 0, 0, 0, 1, 1, now(), true);
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, max_attempts, output,
+    last_error_code, workflow_run_id, workflow_step_id, generation, finished_at)
+VALUES ('00000000-0000-7000-8000-000000000a11', 'up.a', 'SUCCEEDED', 1, 1, '{"a": 1}', NULL,
+        '00000000-0000-7000-8000-000000000a01', '00000000-0000-7000-8000-000000000a02', 0, now()),
+       ('00000000-0000-7000-8000-000000000a12', 'up.b', 'FAILED', 1, 1, NULL, 'up.boom',
+        '00000000-0000-7000-8000-000000000a01', '00000000-0000-7000-8000-000000000a03', 0, now());
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind, job_type,
+    max_attempts, status, job_id, released_at, finished_at, output, last_error_code,
+    dependency_count_total, dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000a02', '00000000-0000-7000-8000-000000000a01', 'a',
+        'JOB', 'up.a', 1, 'SUCCEEDED', '00000000-0000-7000-8000-000000000a11', now(), now(),
+        '{"a": 1}', NULL, 0, 0, true),
+       ('00000000-0000-7000-8000-000000000a03', '00000000-0000-7000-8000-000000000a01', 'b',
+        'JOB', 'up.b', 1, 'FAILED', '00000000-0000-7000-8000-000000000a12', now(), now(),
+        NULL, 'up.boom', 0, 0, true);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT enum_range(NULL::workflow.run_status) AS run_statuses;
+SELECT enum_range(NULL::workflow.step_status) AS step_statuses;
+SELECT step_key, generation, pinned, held, compensate, completion_seq
+  FROM workflow.workflow_steps ORDER BY step_key;
+SELECT input, workflow_name, compensate_on_failure, compensations_failed
+  FROM workflow.workflow_runs;
+SELECT workflow.retry_run('00000000-0000-7000-8000-000000000a01');
+SELECT j.job_type, j.generation, j.status
+  FROM workflow.job_queue j ORDER BY j.job_type, j.generation;
+SELECT id AS up_job, lease_token AS up_token FROM workflow.claim('up-worker', ARRAY['up.b']) \gset
+SELECT workflow.complete_job(:'up_job', :'up_token', '{"b": 2}');
+SELECT status FROM workflow.workflow_runs WHERE id = '00000000-0000-7000-8000-000000000a01';
+SELECT * FROM workflow.verify();
+-- the registry and the new calls
+SELECT length(workflow.register_workflow('up.flow', 'v1',
+    '{"steps": [{"key": "s", "job_type": "up.s", "compensate": {"job_type": "up.undo"}}]}')) AS signature_length;
+SELECT workflow.start_workflow('up.flow', '{"n": 1}') AS up_run \gset
+SELECT workflow_name, workflow_version, input FROM workflow.workflow_runs WHERE id = :'up_run';
+SELECT workflow.compensate_run(:'up_run');
+SELECT step_key, status, status_reason FROM workflow.workflow_steps
+ WHERE workflow_run_id = :'up_run';
+SELECT * FROM workflow.verify();
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

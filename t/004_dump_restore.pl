@@ -234,7 +234,7 @@ for my $t (@targets[ 0, 1 ])
 {
 	my ($node, $db, $label) = @$t;
 	is(sql($node, $db, "SELECT extversion FROM pg_extension WHERE extname = 'workflow'"),
-		'1.6', "$label: the extension is installed");
+		'1.7', "$label: the extension is installed");
 	is(sql($node, $db, $fingerprint_sql),
 		$origin_fingerprint, "$label: every row is as in the origin");
 	verify_is_clean($node, "$label after the restore", $db);
@@ -260,7 +260,7 @@ SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
        has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
   FROM pg_class c
  WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
-		't|8|f|t',
+		't|9|f|t',
 		"$label: row-level security and the grants are in place");
 }
 
