@@ -50,7 +50,8 @@ typedef struct StatusStyle
 /*
  * One colour per status: grey while blocked, blues while queued and
  * running, lilac while sleeping, amber while waiting for the outside world, green, red and a
- * darker grey at the end.  A status not listed here (a later version's)
+ * darker grey at the end; orange while a step is undone, teal once it is,
+ * dark red when its undoing failed.  A status not listed here (a later version's)
  * is drawn white.
  */
 static const StatusStyle status_styles[] = {
@@ -62,6 +63,9 @@ static const StatusStyle status_styles[] = {
 	{"SUCCEEDED", "succeeded", "#a3cfbb", "#2e7d57"},
 	{"FAILED", "failed", "#f1aeb5", "#b02a37"},
 	{"CANCELED", "canceled", "#ced4da", "#6c757d"},
+	{"COMPENSATING", "compensating", "#ffd8b5", "#d9480f"},
+	{"COMPENSATED", "compensated", "#c5f0e9", "#0c8599"},
+	{"COMPENSATION_FAILED", "compensation_failed", "#e599a0", "#7a1c24"},
 };
 static const StatusStyle unknown_style = {NULL, NULL, "#ffffff", "#333333"};
 
