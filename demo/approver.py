@@ -36,7 +36,8 @@ def main():
     runs = demolib.read_runs()
     if not runs:
         demolib.die(WHO, "no runs to watch")
-    pending = dict((run_id, label) for label, run_id in runs)
+    pending = dict((run_id, label) for label, run_id in runs
+                   if label in demolib.APPROVED_LABELS)
     problems = 0
     deadline = time.monotonic() + demolib.TIMEOUT
 

@@ -18,15 +18,20 @@ T0 = float(os.environ.get("DEMO_T0") or time.time())
 RUNS_FILE = os.environ.get("DEMO_RUNS_FILE", ".demo/runs")
 TIMEOUT = float(os.environ.get("DEMO_TIMEOUT") or 60)
 
-RUN_TERMINAL = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED")
+RUN_TERMINAL = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED",
+                "RETIRED_UNRESUMABLE", "COMPENSATED", "COMPENSATION_FAILED")
 STEP_TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
 
 DEFINITION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                "definition.json")
+SAGA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "saga.json")
 
-# The two runs of the demo: the same definition, with a different payload
-# for the flaky step, and what each run must look like at the end.  For a
-# step: (status, status_reason, job attempts); None means "not checked".
+# The runs of the demo, and what each must look like at the end: two of
+# definition.json, with a different payload for the flaky step, and one of
+# saga.json, an order whose shipping fails for good, so that its payment
+# and its reservation are undone (a saga).  For a step: (status,
+# status_reason, job attempts); None means "not checked".
 DEP = "workflow.dependency_unsatisfied"
 SCENARIOS = [
     {
@@ -61,7 +66,22 @@ SCENARIOS = [
             "cleanup": ("SUCCEEDED", None, 1),
         },
     },
+    {
+        "label": "run-3",
+        "title": "an order saga: ship fails for good, so the payment is "
+                 "refunded and the reservation released, last first",
+        "definition_file": SAGA_FILE,
+        "run_status": "COMPENSATED",
+        "steps": {
+            "reserve": ("COMPENSATED", None, 1),
+            "charge": ("COMPENSATED", None, 1),
+            "ship": ("FAILED", None, 2),
+        },
+    },
 ]
+
+# the runs with an external step "approve", which approver.py approves
+APPROVED_LABELS = [s["label"] for s in SCENARIOS if "approve" in s["steps"]]
 
 
 def log(who, message):

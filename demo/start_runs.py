@@ -1,8 +1,9 @@
-"""Start the demo's two runs of definition.json and record their ids.
+"""Start the demo's runs and record their ids.
 
-Both runs use the same DAG; only the flaky step's payload differs, and the
-workers read that payload to decide how the step behaves.  Writes
-"label<TAB>run id" lines to DEMO_RUNS_FILE.
+Two runs of definition.json use the same DAG; only the flaky step's payload
+differs, and the workers read that payload to decide how the step behaves.
+The third run is the order saga of saga.json.  Writes "label<TAB>run id"
+lines to DEMO_RUNS_FILE.
 """
 
 import copy
@@ -18,12 +19,11 @@ WHO = "starter"
 
 
 def main():
-    with open(demolib.DEFINITION_FILE) as f:
-        base = json.load(f)
-
     conn = demolib.connect(WHO)
     lines = []
     for scenario in demolib.SCENARIOS:
+        with open(scenario.get("definition_file", demolib.DEFINITION_FILE)) as f:
+            base = json.load(f)
         definition = copy.deepcopy(base)
         definition["name"] = f"{base['name']} ({scenario['label']})"
         for step in definition["steps"]:

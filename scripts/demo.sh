@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/demo.sh (make demo): build and install the extension, start a
-# project-local PostgreSQL 15 cluster in .demo/, and run two workflows with
+# project-local PostgreSQL 15 cluster in .demo/, and run three workflows with
 # real worker processes (demo/*.py) against it.
 #
 #  1. installs the missing Debian packages (apt-get update only then);
@@ -8,10 +8,11 @@
 #  3. reuses, restarts or recreates the cluster in .demo/ (owned by postgres
 #     when run as root), on a free port from 54329 up, 127.0.0.1 only, with
 #     its unix socket inside the cluster directory;
-#  4. recreates database workflow_demo, starts two runs, two workers, an
+#  4. recreates database workflow_demo, starts three runs (the third a saga
+#     whose last step fails, so that it is compensated), two workers, an
 #     approver and a listener for workflow_run_terminal;
 #  5. prints each run and its steps and checks them against demo/demolib.py;
-#  6. prints the first run's history (workflow.run_history);
+#  6. prints the history of the first run and of the saga (workflow.run_history);
 #  7. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
 #     .demo/<label>.svg and .demo/<label>.png, next to its DOT source.
 #
@@ -370,9 +371,11 @@ note "workers log in as demo_worker (workflow_worker, workflow_reader); the run 
 
 # ------------------------------------------------------------------- demo
 
-say "running two workflows with $WORKERS workers (at most ${TIMEOUT}s)"
-note "prepare -> (build_a, build_b, flaky) -> approve (external) -> publish;"
+say "running three workflows with $WORKERS workers (at most ${TIMEOUT}s)"
+note "run-1, run-2: prepare -> (build_a, build_b, flaky) -> approve (external) -> publish;"
 note "cleanup waits for build_a, build_b, flaky and publish whatever their outcome"
+note "run-3: an order saga: reserve -> charge -> ship; each of the first two has a"
+note "compensate job, and the run compensates on failure"
 DEMO_T0=$(date +%s.%N)
 export DEMO_T0 DEMO_TIMEOUT=$TIMEOUT DEMO_RUNS_FILE=$STATE/runs
 export PYTHONDONTWRITEBYTECODE=1
@@ -447,15 +450,18 @@ done <"$DEMO_RUNS_FILE"
 
 # ---------------------------------------------------------------- history
 
-read -r first_label first_run <"$DEMO_RUNS_FILE"
-say "$first_label: its history (workflow.run_history as demo_client)"
-PGUSER=demo_client "${PSQL[@]}" -v run="$first_run" <<-'EOF' || status=1
-	\pset footer off
-	SELECT e.id, to_char(e.created_at, 'HH24:MI:SS.MS') AS at,
-	       coalesce(e.step_key, '(run)') AS step, e.event_type,
-	       e.detail - 'job_id' AS detail
-	  FROM workflow.run_history(:'run') e;
-EOF
+# the first run's, and the saga's: its compensation, last step first
+while IFS=$'\t' read -r label run_id; do
+	[ "$label" = run-1 ] || [ "$label" = run-3 ] || continue
+	say "$label: its history (workflow.run_history as demo_client)"
+	PGUSER=demo_client "${PSQL[@]}" -v run="$run_id" <<-'EOF' || status=1
+		\pset footer off
+		SELECT e.id, to_char(e.created_at, 'HH24:MI:SS.MS') AS at,
+		       coalesce(e.step_key, '(run)') AS step, e.event_type,
+		       e.detail - 'job_id' AS detail
+		  FROM workflow.run_history(:'run') e;
+	EOF
+done <"$DEMO_RUNS_FILE"
 
 # --------------------------------------------------------------- pictures
 
