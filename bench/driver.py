@@ -66,6 +66,7 @@ MODES = {
         peers_batched=100000, peers_single=15000, peers_steps=60000, peers_wide=100000,
         peers_warmup=90, peers_latency=8, peers_wake=8,
         timer_steps=10000, timer_runs=(1000, 10),
+        saga_steps=10000, join_width=100,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -85,6 +86,7 @@ MODES = {
         peers_batched=40000, peers_single=6000, peers_steps=20000, peers_wide=20000,
         peers_warmup=30, peers_latency=5, peers_wake=5,
         timer_steps=10000, timer_runs=(1000, 10),
+        saga_steps=2000, join_width=100,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -105,11 +107,13 @@ MODES = {
         peers_batched=3000, peers_single=400, peers_steps=600, peers_wide=500,
         peers_warmup=2, peers_latency=1, peers_wake=1,
         timer_steps=200, timer_runs=(20, 10),
+        saga_steps=30, join_width=10,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
-          "event_cost", "start_run", "graph", "bloat", "peers", "timers", "reference_end"]
+          "event_cost", "start_run", "graph", "bloat", "peers", "timers", "sagas",
+          "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -797,7 +801,8 @@ class Bench:
             orphans += self.recover_orphans(db, jt)
             live = int(self.scalar(
                 db, "SELECT count(*) FROM workflow.workflow_runs WHERE id IN (%s)"
-                    " AND status NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED')"
+                    " AND status::text NOT IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED',"
+                " 'RETIRED_UNRESUMABLE', 'COMPENSATED', 'COMPENSATION_FAILED')"
                     % ids))
             if live == 0:
                 break
@@ -1699,6 +1704,129 @@ class Bench:
         if not self.args.keep:
             for role in (ROLE_TIMERS_WORKER, ROLE_TIMERS_CLIENT):
                 self.sql("postgres", "DROP ROLE IF EXISTS %s" % role)
+
+    def g_sagas(self):
+        """Sagas and step inputs (1.7), one client, the superuser:
+        1. a chain of saga_steps job steps, each with a compensate job,
+           worked forward by one worker (claim + complete_job,
+           claim_complete.sql) up to a last step no worker takes; steps/s
+           from the first claim to the last of the chain finishing;
+        2. compensate_run of that run, and its chain of saga_steps
+           compensation jobs worked by one worker the same way; steps/s
+           from the first claim of a compensation job to the run's end
+           (COMPENSATED), as the forward figure is taken; the target is
+           2 / 1 of the same repetition;
+        3. job_inputs of the job of a step joining join_width
+           prerequisites (all succeeded), called by one client for the
+           group's duration (bench/job_inputs.sql): ms per call, against
+           the same for a root step (no prerequisite)."""
+        cfg = self.cfg
+        if self.scalar("bench_template", "SELECT count(*) FROM pg_proc WHERE proname ="
+                       " 'compensate_run' AND pronamespace = 'workflow'::regnamespace") == "0":
+            self.say("  the installed extension has no workflow.compensate_run (before 1.7):"
+                     " nothing to measure")
+            return
+        db = self.fresh_db("wf_sagas")
+        N = cfg["saga_steps"]
+        for rep in range(1, cfg["reps"] + 1):
+            self.sagas_chain(db, rep, N)
+        self.sagas_inputs(db)
+        self.drop_db(db)
+
+    def sagas_chain(self, db, rep, n):
+        jt, undo, last = "bench.saga_r%d" % rep, "bench.undo_r%d" % rep, "bench.last_r%d" % rep
+        key = "sagas.chain"
+        self.put_def(db, key + str(rep), "bench.def_saga_chain(%d, '%s', '%s', '%s')"
+                     % (n, jt, undo, last))
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                              " WHERE name = '%s%d'" % (key, rep))
+        self.sql(db, "VACUUM workflow.job_queue, workflow.workflow_steps")
+        mark = self.log_mark()
+        seg, segs = max(self.cfg["seg"], 2), 0
+        while True:
+            segs += 1
+            self.pgbench(db, key, 1, "claim_complete.sql", duration=seg,
+                         defines=dict(jt=jt, idle_us=IDLE_US), label="%s-fw%d" % (key, segs))
+            done = int(self.scalar(db, "SELECT count(*) FROM workflow.workflow_steps"
+                                       " WHERE workflow_run_id = '%s' AND status = 'SUCCEEDED'"
+                                       % run))
+            if done >= n:
+                break
+            if segs * seg > max(600, 60 * self.cfg["duration"]):
+                raise BenchError("%s: %d of %d steps after %d s" % (key, done, n, segs * seg))
+        fw = float(self.scalar(db, "SELECT extract(epoch FROM max(finished_at) - min(started_at))"
+                                   " FROM workflow.workflow_steps WHERE workflow_run_id = '%s'"
+                                   " AND step_key <> 'last'" % run))
+        st = self.scalar(db, "SELECT workflow.compensate_run('%s', 'bench')" % run)
+        if st != "COMPENSATING":
+            raise BenchError("%s: compensate_run returned %s" % (key, st))
+        self.sql(db, "VACUUM workflow.job_queue, workflow.workflow_steps")
+        agg = self.drive_until_done(db, key + ".undo", 1, undo, [run])
+        e1, e2 = self.check_log(key, mark)
+        st, failed = self.sql(db, "SELECT status, compensations_failed FROM workflow.workflow_runs"
+                                  " WHERE id = '%s'" % run)[0]
+        if st != "COMPENSATED" or failed != "0":
+            raise BenchError("%s: run ended %s with %s failed compensations" % (key, st, failed))
+        if self.args.mode == "smoke":
+            self.verify_clean(db, run)
+        back = float(self.scalar(
+            db, "SELECT extract(epoch FROM r.finished_at - min(j.started_at))"
+                " FROM workflow.workflow_runs r JOIN workflow.job_queue j"
+                " ON j.workflow_run_id = r.id AND j.compensation"
+                " WHERE r.id = '%s' GROUP BY r.finished_at" % run))
+        for k, title, secs in ((key + ".forward", "a chain of %d steps with compensate jobs,"
+                                " forward: claim + complete_job, one worker" % n, fw),
+                               (key + ".compensate", "its compensation: %d compensation jobs,"
+                                " claim + complete_job, one worker" % n, back)):
+            self.record(group="sagas", key=k, title=title, clients=1, rep=rep,
+                        value="%.3f" % (n / secs), unit="steps/s", events=n,
+                        seconds="%.3f" % secs, tx=agg["tx"], failed=agg["failed"],
+                        ser_failures=agg["ser"], dl_failures=agg["dl"],
+                        retried=agg["retried"], retries=agg["retries"],
+                        e40001=e1, e40P01=e2, orphans=agg["orphans"])
+        self.say("  %s rep %d/%d: forward %.0f steps/s, compensation %.0f steps/s (x %.2f)"
+                 " (40001 %d, 40P01 %d)" % (key, rep, self.cfg["reps"], n / fw, n / back,
+                                            fw / back, e1, e2))
+
+    def verify_clean(self, db, run):
+        rows = self.sql(db, "SELECT problem FROM workflow.verify('%s') LIMIT 5" % run)
+        if rows:
+            raise BenchError("verify(%s): %s" % (run, [r[0] for r in rows]))
+
+    def sagas_inputs(self, db):
+        w = self.cfg["join_width"]
+        self.put_def(db, "sjoin", "bench.def_join(%d, 'bench.jroot', 'bench.jjoin')" % w)
+        run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs WHERE name = 'sjoin'")
+        self.sql(db, "SELECT workflow.complete_jobs(array_agg(id), array_agg(lease_token))"
+                     " FROM workflow.claim('bench-roots', ARRAY['bench.jroot'], %d)" % w)
+        held = {}
+        for jt, what in (("bench.jjoin", "join"), ("bench.jroot", "root")):
+            if what == "root":
+                self.sql(db, "SELECT workflow.start_run(bench.def_independent(1, 'bench.jroot'))")
+            row = self.sql(db, "SELECT id, lease_token FROM workflow.claim('bench-inputs',"
+                               " ARRAY['%s'], 1) WHERE workflow_run_id IS NOT NULL" % jt)
+            if not row:
+                raise BenchError("sagas.inputs: no %s job to hold" % what)
+            held[what] = row[0]
+        n_prereq = self.scalar(db, "SELECT jsonb_array_length(jsonb_path_query_array("
+                                   "workflow.job_inputs('%s', '%s'), '$.steps.*'))" % tuple(held["join"]))
+        if int(n_prereq) != w:
+            raise BenchError("sagas.inputs: job_inputs gave %s prerequisites, not %d"
+                             % (n_prereq, w))
+        for rep in range(1, self.cfg["reps"] + 1):
+            for what, width in (("join", w), ("root", 0)):
+                job, token = held[what]
+                r = self.pgbench(db, "sagas.inputs", 1, "job_inputs.sql",
+                                 duration=self.cfg["duration"],
+                                 defines=dict(job_id=job, job_token=token),
+                                 label="sagas.inputs-%s-%d" % (what, rep))
+                ms = 1000.0 / r["tps"] if r["tps"] else 0.0
+                self.record(group="sagas", key="sagas.inputs." + what,
+                            title="job_inputs of a step with %d prerequisites, one client" % width,
+                            clients=1, rep=rep, value="%.4f" % ms, unit="ms",
+                            events=r["tx"], seconds=self.cfg["duration"])
+                self.say("  sagas.inputs.%s rep %d/%d: %.3f ms per call (%d prerequisites)"
+                         % (what, rep, self.cfg["reps"], ms, width))
 
     def timers_record(self, key, title, rep, clients, n, secs, cpu, unit, e1, e2, note,
                       agg=None, orphans=0):

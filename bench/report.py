@@ -247,6 +247,7 @@ def targets(S, ref, meta, rows):
             if get("history.events.autovacuum", c) else "?") if a and b else "")
     peers_targets(S, ref, c, rows, add)
     timers_targets(S, ref, c, cfg, rows, add)
+    sagas_targets(S, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -538,6 +539,19 @@ def timers_targets(S, ref, c, cfg, rows, add):
         "medians %s vs %s; x the run's pgbench -N (start and end): %s" % (
             fmt(e["median"], e["unit"]), fmt(r["median"], r["unit"]),
             "%.2f" % (e["median"] / ref[c]) if c in ref else "-") if e and r else "")
+
+
+def sagas_targets(S, rows, add):
+    f, b = S.get(("sagas.chain.forward", 1)), S.get(("sagas.chain.compensate", 1))
+    if f and b:
+        add("compensate_run of a %d-step succeeded chain: its compensation jobs, steps/s"
+            " x the same chain going forward (one worker each, same run)" % int(fnum(f["events"])),
+            ">=", 0.5, paired_ratio_keys(rows, "sagas.chain.compensate", "sagas.chain.forward"),
+            "medians %s vs %s" % (fmt(b["median"], b["unit"]), fmt(f["median"], f["unit"])))
+    j, r = S.get(("sagas.inputs.join", 1)), S.get(("sagas.inputs.root", 1))
+    if j:
+        add("%s: ms per call, round trip included" % j["title"], "<=", 1.0, j["median"],
+            "a root step's: %s" % (fmt(r["median"], r["unit"]) if r else "-"), kind="ms")
 
 
 def timers_tables(S, ref, c, raw, P):

@@ -11,7 +11,7 @@
 #   --duration S    seconds of each timed pgbench run (full 15, quick 5, smoke 1)
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
-#                   roles, history, event_cost, start_run, graph, bloat, peers, timers,
+#                   roles, history, event_cost, start_run, graph, bloat, peers, timers, sagas,
 #                   reference_end, profile (the reference is always measured)
 #   --history-steps N
 #                   steps of the history group's workflow_events size

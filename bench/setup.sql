@@ -50,6 +50,34 @@ RETURNS jsonb LANGUAGE sql AS $$
            FROM generate_series(0, n - 1) i))
 $$;
 
+-- s0 -> ... -> s(n-1) -> last: a chain of n job steps of job_type, each
+-- with a compensate job of undo_type, then a step of last_type that no
+-- worker of the chain takes, so that the run stays live until compensated.
+CREATE FUNCTION bench.def_saga_chain(n integer, job_type text, undo_type text,
+                                     last_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'saga-' || n, 'steps',
+        (SELECT jsonb_agg(bench.job_step(i, job_type,
+                    CASE WHEN i > 0 THEN jsonb_build_array('s' || (i - 1)) END)
+                    || jsonb_build_object('compensate',
+                                          jsonb_build_object('job_type', undo_type))
+                    ORDER BY i)
+           FROM generate_series(0, n - 1) i)
+        || jsonb_build_array(jsonb_build_object('key', 'last', 'job_type', last_type,
+                                                'depends_on', jsonb_build_array('s' || (n - 1)))))
+$$;
+
+-- n roots -> join: the join step has n prerequisites.
+CREATE FUNCTION bench.def_join(n integer, job_type text, join_type text)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'join-' || n, 'steps',
+        (SELECT jsonb_agg(bench.job_step(i, job_type) ORDER BY i)
+           FROM generate_series(0, n - 1) i)
+        || jsonb_build_array(jsonb_build_object('key', 'join', 'job_type', join_type,
+               'depends_on', (SELECT jsonb_agg('s' || i ORDER BY i)
+                                FROM generate_series(0, n - 1) i))))
+$$;
+
 -- n/2 pairs s(2k) -> s(2k+1): half the steps are roots with a job, half
 -- wait on one edge.
 CREATE FUNCTION bench.def_pairs(n integer, job_type text)
