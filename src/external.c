@@ -136,14 +136,19 @@ CheckCompletion(const ExternalCompletion *c)
 /*
  * CheckRepeat accepts a completion of a step this function completed
  * before only when it is the same: status, output, reason, code and
- * message.
+ * message.  A step that a saga undid, or is undoing, was completed
+ * SUCCEEDED with its output; its reason and code are its compensation's.
  */
 static void
 CheckRepeat(const ExternalCompletion *c, const char *step_status)
 {
 	Datum		old_output;
 	bool		old_output_null;
+	/* a step being or having been undone was completed SUCCEEDED */
+	bool		undone = strncmp(step_status, "COMPENSAT", 9) == 0;
 
+	if (undone)
+		step_status = "SUCCEEDED";
 	if (strcmp(step_status, c->status) != 0)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_CONFLICT),
@@ -155,6 +160,9 @@ CheckRepeat(const ExternalCompletion *c, const char *step_status)
 				(errcode(WF_SQLSTATE_CONFLICT),
 				 errmsg(WF_EXT_OUTPUT_CONFLICT ": step \"%s\" was completed with another output",
 						c->step_key)));
+	/* its reason, code and message are its compensation's now */
+	if (undone)
+		return;
 	if (!WfTextEqual(WfResultText(0, StepColumn("status_reason")), c->reason) ||
 		!WfTextEqual(WfResultText(0, StepColumn("last_error_code")), c->code) ||
 		!WfTextEqual(WfResultText(0, StepColumn("last_error_message")), c->message))
