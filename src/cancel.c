@@ -34,7 +34,6 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "workflow.h"
 
@@ -66,21 +65,14 @@ static Datum CompensateRun(PG_FUNCTION_ARGS);
 static Datum EndRun(FunctionCallInfo fcinfo, const RunEnding *ending);
 static void CheckEndingMove(const pg_uuid_t *run_id, const char *status,
 							const RunEnding *ending);
+static char *LockRunToStop(FunctionCallInfo fcinfo, bool reason_required,
+						   pg_uuid_t **run_id, char **reason);
 
-static Datum RunStatusDatum(FunctionCallInfo fcinfo, const char *label);
 static int32 CancelSteps(const pg_uuid_t *run_id, Datum reason,
 						 const char *nulls, const RunEnding *ending);
 static void FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled,
 							  const char *from, const char *reason,
 							  const RunEnding *ending);
-
-/* RunStatusDatum returns a label of the function's run_status result type. */
-static Datum
-RunStatusDatum(FunctionCallInfo fcinfo, const char *label)
-{
-	return DirectFunctionCall2(enum_in, CStringGetDatum(label),
-							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
-}
 
 /*
  * CancelSteps cancels every unfinished step of the run, held ones
@@ -200,6 +192,33 @@ CheckEndingMove(const pg_uuid_t *run_id, const char *status,
 }
 
 /*
+ * LockRunToStop reads the arguments (run, reason, organization) of a call
+ * that stops a run, then takes its locks in order: the run's live jobs, its
+ * release lock exclusive (waiting for the completions in flight).  Returns
+ * the run's status, which only now is final for the caller to judge.  The
+ * caller is connected to SPI.
+ */
+static char *
+LockRunToStop(FunctionCallInfo fcinfo, bool reason_required,
+			  pg_uuid_t **run_id, char **reason)
+{
+	WfRequireReadCommitted();
+	if (PG_ARGISNULL(0))
+		wf_invalid_argument("workflow_run_id must not be null");
+	if (PG_ARGISNULL(1) && reason_required)
+		wf_invalid_argument("reason must not be null");
+	*run_id = PG_GETARG_UUID_P(0);
+	*reason = PG_ARGISNULL(1) ? NULL :
+		WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+
+	WfFindRun(*run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
+	WfLockLiveJobs(*run_id, WfHoldsLateLocks(), NULL);
+	WfLockRunRelease(*run_id, true, true);
+	WfNoteLateLocks();
+	return WfFindRun(*run_id, NULL);
+}
+
+/*
  * EndRun ends a run and everything in it not yet finished, as ending says;
  * a repeat returns the status the run already ended in.
  */
@@ -207,7 +226,7 @@ static Datum
 EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 {
 	pg_uuid_t  *run_id;
-	char	   *reason = NULL;
+	char	   *reason;
 	char	   *status;
 	Datum		reason_value;
 	char		nulls[2] = "  ";
@@ -215,31 +234,14 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	uint64		njobs;
 	int32		ncanceled;
 
-	WfRequireReadCommitted();
-	if (PG_ARGISNULL(0))
-		wf_invalid_argument("workflow_run_id must not be null");
-	if (PG_ARGISNULL(1) && ending->reason_required)
-		wf_invalid_argument("reason must not be null");
-	run_id = PG_GETARG_UUID_P(0);
-	if (!PG_ARGISNULL(1))
-		reason = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-
-	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
-
-	/* 1. live jobs, then 2. the release lock exclusive */
-	WfLockLiveJobs(run_id, WfHoldsLateLocks(), NULL);
-	WfLockRunRelease(run_id, true, true);
-	WfNoteLateLocks();
-
-	/* 3. only now is the run's status final for us to judge */
-	status = WfFindRun(run_id, NULL);
+	/* 1. live jobs, 2. the release lock exclusive, 3. the status */
+	status = LockRunToStop(fcinfo, ending->reason_required, &run_id, &reason);
 	if (strcmp(status, ending->status) == 0)
 	{
 		SPI_finish();
-		PG_RETURN_DATUM(RunStatusDatum(fcinfo, ending->status));
+		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, ending->status));
 	}
 	CheckEndingMove(run_id, status, ending);
 
@@ -258,7 +260,7 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	/* 6. its counter shards, if any, then the run, once, last */
 	FinishCanceledRun(run_id, ncanceled, status, reason, ending);
 	SPI_finish();
-	PG_RETURN_DATUM(RunStatusDatum(fcinfo, ending->status));
+	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, ending->status));
 }
 
 /*
@@ -271,27 +273,14 @@ static Datum
 CompensateRun(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *run_id;
-	char	   *reason = NULL;
+	char	   *reason;
 	char	   *status;
 	Datum	   *job_ids;
 	uint64		njobs;
 
-	WfRequireReadCommitted();
-	if (PG_ARGISNULL(0))
-		wf_invalid_argument("workflow_run_id must not be null");
-	run_id = PG_GETARG_UUID_P(0);
-	if (!PG_ARGISNULL(1))
-		reason = WfTruncateMessage(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfFindRun(run_id, PG_ARGISNULL(2) ? NULL : PG_GETARG_UUID_P(2));
-
-	WfLockLiveJobs(run_id, WfHoldsLateLocks(), NULL);
-	WfLockRunRelease(run_id, true, true);
-	WfNoteLateLocks();
-
-	status = WfFindRun(run_id, NULL);
+	status = LockRunToStop(fcinfo, false, &run_id, &reason);
 	if (!WfRunStatusCompensation(status))
 	{
 		WfCheckRunMove(run_id, status, "COMPENSATING", WF_CALL_COMPENSATE_RUN);
@@ -305,7 +294,7 @@ CompensateRun(PG_FUNCTION_ARGS)
 		status = WfFindRun(run_id, NULL);
 	}
 	SPI_finish();
-	PG_RETURN_DATUM(RunStatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
 }
 
 /* CancelRun cancels a run: workflow.cancel_run. */

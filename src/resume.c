@@ -18,7 +18,6 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "workflow.h"
 
@@ -28,7 +27,6 @@ static Datum ResumeRun(PG_FUNCTION_ARGS);
 static int	LockHeldSteps(const pg_uuid_t *run_id, pg_uuid_t **ids,
 						  int16 *shard);
 static void ClearHeld(const pg_uuid_t *run_id);
-static Datum StatusDatum(FunctionCallInfo fcinfo, const char *status);
 
 /*
  * LockHeldSteps locks the run's held steps in ascending id and returns
@@ -73,14 +71,6 @@ ClearHeld(const pg_uuid_t *run_id)
 	WfExecuteAsEngine(&plan, sql, 1, types, values, NULL);
 }
 
-/* StatusDatum returns a label of the function's run_status result type. */
-static Datum
-StatusDatum(FunctionCallInfo fcinfo, const char *status)
-{
-	return DirectFunctionCall2(enum_in, CStringGetDatum(status),
-							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
-}
-
 /* workflow_resume_run: see the file header. */
 static Datum
 ResumeRun(PG_FUNCTION_ARGS)
@@ -100,17 +90,14 @@ ResumeRun(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfFindRun(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
-	WfLockRunRelease(run_id, true, true);
-
-	status = WfFindRun(run_id, NULL);
+	status = WfLockRunForCall(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
 	if (!WfRunStatusBlocked(status))
 	{
 		/* a live run has nothing held: resumed already, or never blocked */
 		if (WfRunStatusTerminal(status))
 			WfCheckRunMove(run_id, status, "RUNNING", WF_CALL_RESUME_RUN);
 		SPI_finish();
-		PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
 	}
 
 	nheld = LockHeldSteps(run_id, &held, &shard);
@@ -134,7 +121,7 @@ ResumeRun(PG_FUNCTION_ARGS)
 
 	status = WfFindRun(run_id, NULL);
 	SPI_finish();
-	PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
 }
 
 WF_OWNER_ENTRY(workflow_resume_run, ResumeRun)

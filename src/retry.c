@@ -26,7 +26,6 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "workflow.h"
 
@@ -45,7 +44,6 @@ static Datum RetryRun(PG_FUNCTION_ARGS);
 static int	LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps);
 static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n);
 static void ClearShardedOutcomes(const pg_uuid_t *run_id);
-static Datum StatusDatum(FunctionCallInfo fcinfo, const char *status);
 
 /*
  * LockStepsToReset locks, in ascending id, the run's FAILED steps and the
@@ -173,14 +171,6 @@ ClearShardedOutcomes(const pg_uuid_t *run_id)
 	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
 }
 
-/* StatusDatum returns a label of the function's run_status result type. */
-static Datum
-StatusDatum(FunctionCallInfo fcinfo, const char *status)
-{
-	return DirectFunctionCall2(enum_in, CStringGetDatum(status),
-							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
-}
-
 /* workflow_retry_run: see the file header. */
 static Datum
 RetryRun(PG_FUNCTION_ARGS)
@@ -201,17 +191,14 @@ RetryRun(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	WfFindRun(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
-	WfLockRunRelease(run_id, true, true);
-
-	status = WfFindRun(run_id, NULL);
+	status = WfLockRunForCall(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
 	if (strcmp(status, "COMPLETED_WITH_ERRORS") != 0)
 	{
 		/* a live run is retried already, or has nothing to retry yet */
 		if (WfRunStatusTerminal(status))
 			WfCheckRunMove(run_id, status, "RUNNING", WF_CALL_RETRY_RUN);
 		SPI_finish();
-		PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
 	}
 
 	n = LockStepsToReset(run_id, &steps);
@@ -245,7 +232,7 @@ RetryRun(PG_FUNCTION_ARGS)
 
 	status = WfFindRun(run_id, NULL);
 	SPI_finish();
-	PG_RETURN_DATUM(StatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
 }
 
 WF_OWNER_ENTRY(workflow_retry_run, RetryRun)

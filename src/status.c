@@ -39,6 +39,7 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "access/xact.h"
 #include "utils/memutils.h"
 
@@ -244,6 +245,28 @@ WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org)
 		wf_error(WF_SQLSTATE_NOT_FOUND, WF_RUN_NOT_FOUND, "run %s does not exist",
 				 WfUuidString(run_id));
 	return WfResultText(0, 2);
+}
+
+/*
+ * WfLockRunForCall finds a run the caller may see (org as in WfFindRun),
+ * takes its release lock exclusive, waiting for the completions in flight,
+ * and returns its status as it stands under that lock: the start of an
+ * operator's call on one run (resume_run, retry_run).
+ */
+char *
+WfLockRunForCall(const pg_uuid_t *run_id, const pg_uuid_t *org)
+{
+	WfFindRun(run_id, org);
+	WfLockRunRelease(run_id, true, true);
+	return WfFindRun(run_id, NULL);
+}
+
+/* WfRunStatusDatum returns a label of fcinfo's run_status result type. */
+Datum
+WfRunStatusDatum(FunctionCallInfo fcinfo, const char *status)
+{
+	return DirectFunctionCall2(enum_in, CStringGetDatum(status),
+							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
 }
 
 /*
