@@ -200,7 +200,7 @@ SELECT * FROM pg_temp.steps(:'t');
 SELECT workflow.retry_run(:'t') AS retried;
 SELECT * FROM pg_temp.steps(:'t');
 SELECT steps_active, steps_blocked, steps_succeeded, steps_failed, steps_canceled, finished_at IS NULL AS unfinished
-  FROM workflow.workflow_runs WHERE id = :'t';
+  FROM workflow.run_overview WHERE workflow_run_id = :'t';
 SELECT * FROM pg_temp.events(:'t', 'run_retried', 'step_reset', 'run_status_changed');
 -- the new job: generation 1, and job_inputs of the retried step works
 SELECT id AS tb, lease_token AS tbt, generation FROM workflow.claim('w', ARRAY['t.b']) \gset
