@@ -3154,8 +3154,7 @@ UNION ALL
 SELECT r.id, NULL, 'compensations_failed', r.n_compensation_failed::text,
        r.compensations_failed::text
   FROM runs r
- WHERE r.status::text IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
-   AND r.compensations_failed <> r.n_compensation_failed
+ WHERE r.compensations_failed <> r.n_compensation_failed
 UNION ALL
 SELECT r.id, NULL, 'compensation failed with nothing failed', 'a failed compensation', 'none'
   FROM runs r
