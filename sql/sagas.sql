@@ -124,9 +124,13 @@ SELECT q.job_type, q.compensation, q.status, q.generation, q.payload, q.max_atte
        q.workflow_step_id = s.id AS of_the_step, s.job_id = q.id AS the_steps_job
   FROM workflow.job_queue q JOIN workflow.workflow_steps s ON s.id = q.workflow_step_id
  WHERE q.workflow_run_id = :'dag' AND q.compensation;
--- one live compensation job at a time
+-- one live compensation job at a time; compensate_run again while it
+-- compensates returns the status and starts nothing
+SELECT workflow.compensate_run(:'dag', 'twice') AS again;
 SELECT count(*) AS live_compensations FROM workflow.job_queue
  WHERE workflow_run_id = :'dag' AND compensation AND status IN ('QUEUED', 'RUNNING');
+SELECT count(*) AS compensations_started FROM workflow.run_history(:'dag')
+ WHERE event_type = 'compensation_started';
 -- the chain, in reverse completion order: c, b, a (the payload of a step
 -- without compensate.payload is the step's own)
 SELECT pg_temp.undo('dag.undo') AS undone;
