@@ -756,7 +756,7 @@ SELECT i.workflow_run_id, i.consumed_by_step_key, 'event consumed by a step that
    AND ((i.consumed_at IS NULL) <> (i.consumed_by_step_key IS NULL)
         OR (i.consumed_by_step_key IS NOT NULL
             AND (s.id IS NULL OR s.execution_kind::text <> 'EVENT'
-                 OR s.status <> 'SUCCEEDED'
+                 OR s.status::text NOT IN ('SUCCEEDED', 'COMPENSATED')
                  OR s.event_name IS DISTINCT FROM i.event_name)))
 UNION ALL
 SELECT e.workflow_run_id, NULL, 'event consumed more than once', '1', count(*)::text
@@ -833,8 +833,7 @@ UNION ALL
 SELECT r.id, NULL, 'compensations_failed', r.n_compensation_failed::text,
        r.compensations_failed::text
   FROM runs r
- WHERE r.status::text IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
-   AND r.compensations_failed <> r.n_compensation_failed
+ WHERE r.compensations_failed <> r.n_compensation_failed
 UNION ALL
 SELECT r.id, NULL, 'compensation failed with nothing failed', 'a failed compensation', 'none'
   FROM runs r

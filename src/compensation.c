@@ -360,7 +360,8 @@ WfSettleCompensationJob(const WfCompensationEnd *end)
 
 /*
  * WfAbandonCompensation stops a compensating run's chain for cancel_run:
- * its COMPENSATING step becomes COMPENSATION_FAILED (workflow.run_canceled);
+ * its COMPENSATING step becomes COMPENSATION_FAILED (workflow.run_canceled),
+ * counted in the run's compensations_failed as a failed compensation is;
  * the caller cancels the step's job, which it holds.
  */
 void
@@ -382,7 +383,10 @@ WfAbandonCompensation(const pg_uuid_t *run_id, Datum reason, bool reason_null)
 		" SELECT u.workflow_run_id, u.step_key, 'step_compensation_failed',"
 		"  pg_catalog.jsonb_build_object('job_id', u.job_id,"
 		"  'error_code', '" WF_REASON_RUN_CANCELED "'::pg_catalog.text, 'reason', $2)"
-		"  FROM u WHERE $3)"
+		"  FROM u WHERE $3),"
+		" r AS (UPDATE workflow.workflow_runs r SET"
+		"  compensations_failed = r.compensations_failed" OP("+") "(SELECT pg_catalog.count(*) FROM u)::pg_catalog.int4"
+		"  WHERE r.id" OP("=") "$1 AND EXISTS (SELECT 1 FROM u))"
 		" SELECT 1 FROM u";
 	static const Oid types[3] = {UUIDOID, TEXTOID, BOOLOID};
 	Datum		values[3];
