@@ -278,7 +278,14 @@ SELECT format(v.label, kinds.kind), v.def::jsonb, replace(v.prepare, '%s', kinds
     SELECT workflow.complete_external_step($1, ''x'', ''SUCCEEDED''); SELECT pg_temp.pin($1, ''mend'')', 'resume_run'),
   (7, 'retried, the step held (%s)',
    '{"steps": [{"key": "j", "job_type": "rm.@", "max_attempts": 1}]}',
-   'SELECT pg_temp.apply($1, ''fail_job'', ''@''); SELECT pg_temp.pin($1, ''%s'')', 'retry_run')
+   'SELECT pg_temp.apply($1, ''fail_job'', ''@''); SELECT pg_temp.pin($1, ''%s'')', 'retry_run'),
+  (8, 'a failed job in flight compensates a blocked run (%s)',
+   '{"compensate_on": "failure",
+     "steps": [{"key": "x", "kind": "external", "compensate": {"job_type": "rm.@"}},
+               {"key": "k", "job_type": "rm.@", "depends_on": ["x"]},
+               {"key": "f", "job_type": "rm.@", "max_attempts": 1}]}',
+   'SELECT pg_temp.pin($1, ''%s''); SELECT workflow.complete_external_step($1, ''x'', ''SUCCEEDED'')',
+   'fail_job')
   ) v(o, label, def, prepare, op)
  ORDER BY v.o, kinds.k;
 -- resumed with the pin broken another way

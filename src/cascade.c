@@ -361,8 +361,8 @@ LockRunsOfLevel(WfTerminalStep *level, int nlevel, WfCompensationEnd *ends,
 
 /*
  * RunCompensatesOnFailure says whether a run was defined with
- * "compensate_on": "failure" and still goes forward.  Read only for runs
- * in which a step failed.
+ * "compensate_on": "failure" and still goes forward, or is blocked with
+ * work in flight.  Read only for runs in which a step failed.
  */
 static bool
 RunCompensatesOnFailure(const pg_uuid_t *run_id)
@@ -370,7 +370,8 @@ RunCompensatesOnFailure(const pg_uuid_t *run_id)
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"SELECT r.compensate_on_failure AND r.status" OP("=")
-		" ANY ('{RUNNING,WAITING_FOR_EXTERNAL}'::workflow.run_status[])"
+		" ANY ('{RUNNING,WAITING_FOR_EXTERNAL,BLOCKED_MISSING_HANDLER,"
+		"BLOCKED_MISSING_VERSION,BLOCKED_SIGNATURE_MISMATCH}'::workflow.run_status[])"
 		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
 	static const Oid types[1] = {UUIDOID};
 	Datum		values[1];

@@ -524,8 +524,9 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		strcmp(old_status, "RETIRED_UNRESUMABLE") == 0 ||
 		WfRunStatusCompensation(old_status))
 		return;					/* ended, or its compensation decides */
-	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN)
-		return;					/* held until resume_run */
+	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN &&
+		entry->call != WF_CALL_COMPENSATE_ON_FAILURE)
+		return;					/* held until resume_run, or undone */
 
 	if (sharded && counts.active == 0 && counts.waiting == 0 &&
 		counts.blocked == 0)
