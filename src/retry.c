@@ -18,7 +18,10 @@
  * cancellation or release of the run is in flight), the steps to reset in
  * ascending id, then what their release takes (cascade.c), the run's
  * counters last (status.c).  Finding the steps to reset reads the run's
- * steps once: this is an operator's call, not an event path.
+ * steps once: this is an operator's call, not an event path.  The release
+ * lock is held to commit, even when the run only has its status returned,
+ * so a later call of the same transaction must not wait
+ * (WfNoteLateLocks), as after cancel_run.
  *
  *-------------------------------------------------------------------------
  */
@@ -203,6 +206,7 @@ RetryRun(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	WfFindRun(run_id, PG_ARGISNULL(1) ? NULL : PG_GETARG_UUID_P(1));
 	WfLockRunRelease(run_id, true, true);
+	WfNoteLateLocks();
 
 	status = WfFindRun(run_id, NULL);
 	if (strcmp(status, "COMPLETED_WITH_ERRORS") != 0)
