@@ -253,7 +253,7 @@ GRANT EXECUTE ON FUNCTION
 -- ---------------------------------------------------------------------------
 -- verify(), now with pins, held steps, retries, retired runs and sagas: a
 -- held step is a ready BLOCKED step of a BLOCKED_* run, and such a run
--- holds one and has a failing pin; a run is pinned whole; a step has one
+-- is pinned and holds one; a run is pinned whole; a step has one
 -- job per generation and only its current one may be live; a retried
 -- step's and run's history is checked from its last step_reset or
 -- run_retired on; a retired run is an ended run like a canceled one.  A
@@ -803,13 +803,11 @@ SELECT r.id, NULL, 'blocked run without a held step', 'a held step', 'none'
    AND NOT EXISTS (SELECT 1 FROM workflow.workflow_steps s
                     WHERE s.workflow_run_id = r.id AND s.held)
 UNION ALL
--- a blocked run's pin fails
-SELECT r.id, NULL, 'blocked run whose pin holds', 'a failing pin', r.status::text
+-- only a pinned run is ever blocked (its pin may hold again by now: the
+-- version registered again waits for resume_run)
+SELECT r.id, NULL, 'blocked run without a pin', 'a pinned run', r.status::text
   FROM runs r
-  LEFT JOIN workflow.workflow_definitions d
-         ON d.name = r.workflow_name AND d.version = r.workflow_version
- WHERE r.status::text LIKE 'BLOCKED\_%'
-   AND (r.workflow_name IS NULL OR d.signature = r.workflow_signature)
+ WHERE r.status::text LIKE 'BLOCKED\_%' AND r.workflow_name IS NULL
 UNION ALL
 -- sagas: one compensation at a time, and a run ends compensated only if
 -- every compensation succeeded

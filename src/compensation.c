@@ -28,8 +28,10 @@
  *
  * Locks: the caller holds the run's release lock (exclusive when it
  * starts a compensation, shared when a compensation job ends) and the
- * run's live jobs; this file takes the run's step rows it changes, then
- * the run row, last.
+ * run's live jobs; this file takes the run's step rows it changes (its
+ * succeeded ones NOWAIT, raising workflow.release_conflict: a transaction
+ * holding one, a repeat of an external step's completion, may wait for
+ * those jobs next), then the run row, last.
  *
  *-------------------------------------------------------------------------
  */
@@ -136,11 +138,18 @@ CancelLiveSteps(const pg_uuid_t *run_id, Datum reason, bool reason_null,
 
 /*
  * MarkNothingToUndo marks the run's succeeded steps without a compensate
- * job COMPENSATED, with status_reason workflow.no_compensation.
+ * job COMPENSATED, with status_reason workflow.no_compensation.  They are
+ * locked NOWAIT first, as StartNextCompensation takes its step.
  */
 static void
 MarkNothingToUndo(const pg_uuid_t *run_id)
 {
+	static SPIPlanPtr lock_plan = NULL;
+	static const char *lock_sql =
+		"SELECT s.id FROM workflow.workflow_steps s"
+		" WHERE s.workflow_run_id" OP("=") "$1"
+		" AND s.status" OP("=") "'SUCCEEDED' AND s.compensate IS NULL"
+		" ORDER BY s.id FOR NO KEY UPDATE NOWAIT";
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'COMPENSATED',"
@@ -159,6 +168,7 @@ MarkNothingToUndo(const pg_uuid_t *run_id)
 	Datum		values[2];
 
 	values[0] = UUIDPGetDatum(run_id);
+	WfExecuteNowait(&lock_plan, lock_sql, 1, types, values, NULL);
 	values[1] = BoolGetDatum(WfHistoryRecordsSteps());
 	WfExecuteAsEngine(&plan, sql, 2, types, values, NULL);
 }
@@ -192,7 +202,10 @@ WfStartCompensation(const pg_uuid_t *run_id, const char *reason,
  * StartNextCompensation starts the compensation job of the run's
  * succeeded step that finished last, if one is left: the step becomes
  * COMPENSATING, at its next generation, with that job.  Returns whether
- * it found one.
+ * it found one.  The step is taken NOWAIT: the caller holds the run's
+ * jobs, and a transaction that holds the step's row (a repeat of an
+ * external step's completion) may wait for them next, so a busy row is
+ * workflow.release_conflict.
  */
 static bool
 StartNextCompensation(const pg_uuid_t *run_id)
@@ -202,7 +215,7 @@ StartNextCompensation(const pg_uuid_t *run_id)
 		"SELECT s.id FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1 AND s.completion_seq IS NOT NULL"
 		" AND s.status" OP("=") "'SUCCEEDED'"
-		" ORDER BY s.completion_seq DESC LIMIT 1 FOR NO KEY UPDATE";
+		" ORDER BY s.completion_seq DESC LIMIT 1 FOR NO KEY UPDATE NOWAIT";
 	static SPIPlanPtr step_plan = NULL;
 	static const char *step_sql =
 		"WITH u AS (UPDATE workflow.workflow_steps t SET status = 'COMPENSATING',"
@@ -240,7 +253,7 @@ StartNextCompensation(const pg_uuid_t *run_id)
 	pg_uuid_t	job_id;
 
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&next_plan, next_sql, 1, types, values, NULL, false, 0);
+	WfExecuteNowait(&next_plan, next_sql, 1, types, values, NULL);
 	if (SPI_processed == 0)
 		return false;
 	WfResultUuid(0, 1, &step_id);

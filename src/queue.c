@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
@@ -31,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "workflow.h"
@@ -64,8 +66,11 @@ static uint64 ReapCandidates(const pg_uuid_t *after);
 static void ReadCandidates(uint64 n, pg_uuid_t **ids, pg_uuid_t **runs,
 						   bool **has_run);
 static int	ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
-						   const bool *has_run, Datum **chosen);
+						   const bool *has_run, Datum **chosen,
+						   pg_uuid_t **chosen_runs);
 static int	ExpireLeases(Datum *chosen, int nchosen);
+static int	TryExpire(Datum *chosen, int nchosen);
+static int	ExpireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen);
 static int	ReapPage(const pg_uuid_t *after, pg_uuid_t *last,
 					 uint64 *ncandidates);
 
@@ -663,8 +668,11 @@ CancelJob(PG_FUNCTION_ARGS)
  * without locking them, tries each run's release lock (shared, ascending
  * run id) and skips busy runs, then locks only the jobs it will expire,
  * SKIP LOCKED and with the expiry re-checked.  So it never waits, and it
- * holds no row of a run it skipped.  Skipped runs are picked up by a later
- * call.
+ * holds no row of a run it skipped.  A run whose expiry conflicts (the
+ * last attempt of a job of a run that compensates on failure needs the
+ * run's release lock exclusive, and a completion in flight holds it
+ * shared) is skipped too: the page is expired again run by run.  Skipped
+ * runs are picked up by a later call.
  */
 
 /*
@@ -727,20 +735,26 @@ ReadCandidates(uint64 n, pg_uuid_t **ids, pg_uuid_t **runs, bool **has_run)
 
 /*
  * ChooseReapable tries each run's release lock once, shared, in ascending
- * run id, and keeps the jobs of the runs it got and the plain jobs; the
- * jobs of busy runs are left to a later call.  Returns how many it chose.
+ * run id, and keeps the jobs of the runs it got and the plain jobs (whose
+ * run in *chosen_runs is all zeros); the jobs of busy runs are left to a
+ * later call.  Returns how many it chose.
  */
 static int
 ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
-			   const bool *has_run, Datum **chosen)
+			   const bool *has_run, Datum **chosen, pg_uuid_t **chosen_runs)
 {
 	bool	   *run_ok = WfTryLockRunsShared(runs, has_run, n);
 	int			nchosen = 0;
 
 	*chosen = palloc(sizeof(Datum) * n);
+	*chosen_runs = palloc0(sizeof(pg_uuid_t) * n);
 	for (uint64 i = 0; i < n; i++)
 		if (!has_run[i] || run_ok[i])
+		{
+			if (has_run[i])
+				(*chosen_runs)[nchosen] = runs[i];
 			(*chosen)[nchosen++] = UUIDPGetDatum(&ids[i]);
+		}
 	pfree(run_ok);
 	return nchosen;
 }
@@ -779,10 +793,87 @@ ExpireLeases(Datum *chosen, int nchosen)
 }
 
 /*
+ * TryExpire runs ExpireLeases, with the cascade its statement runs, in a
+ * subtransaction.  A workflow.release_conflict there rolls back only the
+ * subtransaction, and TryExpire returns -1; any other error is raised.
+ */
+static int
+TryExpire(Datum *chosen, int nchosen)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile int nexpired = -1;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		nexpired = ExpireLeases(chosen, nchosen);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != WF_SQLSTATE_RETRY)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		nexpired = -1;
+	}
+	PG_END_TRY();
+	return nexpired;
+}
+
+/*
+ * ExpireRunByRun expires the chosen jobs one run at a time (the plain jobs
+ * together), each in a subtransaction, and skips the runs whose expiry
+ * conflicts: one busy run must not keep every other lease from expiring.
+ * runs[i] is the run of chosen[i].
+ */
+static int
+ExpireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen)
+{
+	Datum	   *group = palloc(sizeof(Datum) * nchosen);
+	bool	   *done = palloc0(sizeof(bool) * nchosen);
+	int			total = 0;
+
+	for (int i = 0; i < nchosen; i++)
+	{
+		int			ngroup = 0;
+		int			nexpired;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < nchosen; j++)
+			if (!done[j] && WfUuidCompare(&runs[j], &runs[i]) == 0)
+			{
+				done[j] = true;
+				group[ngroup++] = chosen[j];
+			}
+		CHECK_FOR_INTERRUPTS();
+		nexpired = TryExpire(group, ngroup);
+		if (nexpired > 0)
+			total += nexpired;
+	}
+	pfree(group);
+	pfree(done);
+	return total;
+}
+
+/*
  * ReapPage expires the expired leases among one page of candidates whose
  * runs' release locks it gets (tried once each, in ascending run id) and
- * whose rows nobody holds.  Returns how many it expired, and the page's
- * last id in *last.
+ * whose rows nobody holds: the page at once, or, if that conflicts, run by
+ * run, skipping the runs that conflict.  Returns how many it expired, and
+ * the page's last id in *last.
  */
 static int
 ReapPage(const pg_uuid_t *after, pg_uuid_t *last, uint64 *ncandidates)
@@ -792,17 +883,22 @@ ReapPage(const pg_uuid_t *after, pg_uuid_t *last, uint64 *ncandidates)
 	pg_uuid_t  *runs;
 	bool	   *has_run;
 	Datum	   *chosen;
+	pg_uuid_t  *chosen_runs;
 	int			nchosen;
+	int			nexpired;
 
 	*ncandidates = n;
 	if (n == 0)
 		return 0;
 	ReadCandidates(n, &ids, &runs, &has_run);
 	*last = ids[n - 1];
-	nchosen = ChooseReapable(n, ids, runs, has_run, &chosen);
+	nchosen = ChooseReapable(n, ids, runs, has_run, &chosen, &chosen_runs);
 	if (nchosen == 0)
 		return 0;
-	return ExpireLeases(chosen, nchosen);
+	nexpired = TryExpire(chosen, nchosen);
+	if (nexpired < 0)
+		nexpired = ExpireRunByRun(chosen, chosen_runs, nchosen);
+	return nexpired;
 }
 
 /*

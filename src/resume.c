@@ -10,7 +10,9 @@
  * steps takes (cascade.c), the run's counters last (status.c).  The
  * run's status is judged only under the release lock.  If the pin still
  * fails, nothing is released and the run takes the BLOCKED_* status of
- * the new verdict.
+ * the new verdict.  The release lock is held to commit, even when the run
+ * only has its status returned, so a later call of the same transaction
+ * must not wait (WfNoteLateLocks), as after cancel_run.
  *
  *-------------------------------------------------------------------------
  */

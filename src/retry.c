@@ -16,9 +16,12 @@
  *
  * Locks, in order: the run's release lock exclusive (so no completion,
  * cancellation or release of the run is in flight), the steps to reset in
- * ascending id, then what their release takes (cascade.c), the run's
- * counters last (status.c).  Finding the steps to reset reads the run's
- * steps once: this is an operator's call, not an event path.
+ * ascending id, NOWAIT, then what their release takes (cascade.c), the
+ * run's counters last (status.c).  Finding the steps to reset reads the run's
+ * steps once: this is an operator's call, not an event path.  The release
+ * lock is held to commit, even when the run only has its status returned,
+ * so a later call of the same transaction must not wait
+ * (WfNoteLateLocks), as after cancel_run.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,7 +51,9 @@ static void ClearShardedOutcomes(const pg_uuid_t *run_id);
 /*
  * LockStepsToReset locks, in ascending id, the run's FAILED steps and the
  * steps canceled for an unsatisfied dependency that descend from them
- * through such steps, and returns them.
+ * through such steps, and returns them.  NOWAIT: a transaction that holds
+ * one (a repeat of an external step's completion) may wait for the
+ * release lock we hold next, so a busy row is workflow.release_conflict.
  */
 static int
 LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps)
@@ -70,13 +75,13 @@ LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps)
 		" s.counter_shard::pg_catalog.int4"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.id" OP("=") "ANY (ARRAY(SELECT r.id FROM r))"
-		" ORDER BY s.id FOR NO KEY UPDATE";
+		" ORDER BY s.id FOR NO KEY UPDATE NOWAIT";
 	static const Oid types[1] = {UUIDOID};
 	Datum		values[1];
 	int			n;
 
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+	WfExecuteNowait(&plan, sql, 1, types, values, NULL);
 	n = (int) SPI_processed;
 	*steps = palloc0(sizeof(ResetStep) * Max(n, 1));
 	for (int i = 0; i < n; i++)

@@ -258,6 +258,8 @@ WfLockRunForCall(const pg_uuid_t *run_id, const pg_uuid_t *org)
 {
 	WfFindRun(run_id, org);
 	WfLockRunRelease(run_id, true, true);
+	/* held until commit, even when the call only reports the status */
+	WfNoteLateLocks();
 	return WfFindRun(run_id, NULL);
 }
 
