@@ -3085,7 +3085,8 @@ SELECT i.workflow_run_id, i.consumed_by_step_key, 'step consumed more than one e
 HAVING count(*) > 1
 UNION ALL
 SELECT i.workflow_run_id, i.consumed_by_step_key, 'event consumed by a step that did not take it',
-       'a SUCCEEDED event step of that name', coalesce(s.status::text, 'no such step')
+       'a SUCCEEDED (or since COMPENSATED) event step of that name',
+       coalesce(s.status::text, 'no such step')
   FROM workflow.event_inbox i
   LEFT JOIN workflow.workflow_steps s
          ON s.workflow_run_id = i.workflow_run_id AND s.step_key = i.consumed_by_step_key
@@ -3093,7 +3094,9 @@ SELECT i.workflow_run_id, i.consumed_by_step_key, 'event consumed by a step that
    AND ((i.consumed_at IS NULL) <> (i.consumed_by_step_key IS NULL)
         OR (i.consumed_by_step_key IS NOT NULL
             AND (s.id IS NULL OR s.execution_kind::text <> 'EVENT'
-                 OR s.status <> 'SUCCEEDED'
+                 -- a compensation marks an event step COMPENSATED
+                 -- (workflow.no_compensation): it took its event all the same
+                 OR s.status::text NOT IN ('SUCCEEDED', 'COMPENSATED')
                  OR s.event_name IS DISTINCT FROM i.event_name)))
 UNION ALL
 SELECT e.workflow_run_id, NULL, 'event consumed more than once', '1', count(*)::text
