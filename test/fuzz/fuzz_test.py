@@ -26,6 +26,30 @@ empty, long and bound-sized names and dedupe keys, huge payloads, runs of
 every status and organization, dedupe repeats with the same and another
 payload, and made twice in a row; fire_timers with batch sizes in and out
 of range, after the superuser moved wake times into the past.
+Version 1.7: definitions whose job and external steps carry a "compensate"
+object (every field valid, or compensate null) and "compensate_on":
+"failure" (or null), and with exactly one hostile change (compensate not an
+object, a field of a wrong type or out of range, job_type missing, empty
+or past its bound, payload null, an unknown key, compensate on a sleep or
+event step, compensate_on anything but "failure"), by start_run and by
+register_workflow: a refused one is workflow.invalid_definition and writes
+nothing; a run started from a valid one has each step's compensate as
+given and compensate_on_failure as defined.  register_workflow,
+unregister_workflow, start_workflow, job_inputs, compensate_run, retry_run,
+resume_run and retire_run with NULLs, unknown ids, other organizations,
+long and unicode names, and runs of every status (a fixture saga running,
+one compensated, a COMPLETED_WITH_ERRORS run with a FAILED step, a retired
+run, a run pinned to the registry and one held because its version is
+gone), next to workers that claim the compensation jobs: each call
+succeeds or raises a documented code with its SQLSTATE, never writes when
+it fails, and where the run's status decides (compensate_run from RUNNING,
+WAITING_FOR_EXTERNAL or COMPLETED_WITH_ERRORS, a repeat on a compensating
+or compensated run, invalid_run_transition otherwise; retry_run only on a
+COMPLETED_WITH_ERRORS run with a FAILED step; retire_run from a live or
+blocked run; cancel_run and send_event refusing every finished status) the
+model predicts the code or the status returned, which must be the run's
+own; at most one live compensation job, and no COMPENSATION_FAILED step in
+a COMPENSATED run.
 
 Every call must either succeed or raise an error whose message starts with a
 code from the error table of docs/reference.md and whose SQLSTATE is that
@@ -1957,6 +1981,11 @@ def perform(s, action):
     sql = build_sql(fn, n)
     out = s.call(sql, params, expect_error=expect.result != "ok", read_only=fn in READ_ONLY)
     judge(s, fn, sql, params, out, expect)
+    if action.get("what") is not None and fn == "start_run" and out.ok:
+        problem = comp_start_check(s, action, out)
+        if problem:
+            raise violation("start_run 1.7: compensate as defined",
+                            "%s -> %s: %s" % (describe(sql, params), out, problem))
     if "doc" in action or action.get("names") is not None:
         problem = start16_check(s, action, out)
         if problem:
@@ -3205,6 +3234,26 @@ def comp_definition(draw, limits=DEFAULT_LIMITS):
     return json.dumps(d, ensure_ascii=False), validity, what
 
 
+def comp_start_check(s, a, out):
+    """A run started from a 1.7 definition: each step's compensate is the
+    object it was given (none for null or absent), and the run compensates
+    on failure exactly when the definition says "failure"."""
+    d = json.loads(a["args"][0][1])
+    run = out.rows[0][0]
+    rows = dict(s.q("SELECT step_key, compensate FROM workflow.workflow_steps"
+                    " WHERE workflow_run_id = %s", (run,)))
+    for x in d["steps"]:
+        want = x.get("compensate")
+        if rows.get(x["key"]) != want:
+            return "step %s compensate %r, defined %r" % (x["key"], rows.get(x["key"]), want)
+    flag = s.q("SELECT compensate_on_failure FROM workflow.workflow_runs WHERE id = %s",
+               (run,))[0][0]
+    if flag != (d.get("compensate_on") == "failure"):
+        return "compensate_on_failure %r, the definition says %r" % (flag, d.get("compensate_on"))
+    count_outcome("start_run 1.7: compensate as defined")
+    return None
+
+
 @st.composite
 def comp_start_action(draw):
     text, validity, what = draw(comp_definition())
@@ -3456,7 +3505,8 @@ ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(),
                         external_action(), cancel_run_action(), reap_action, claim_any,
                         random_start_run_action(), start_run_action(DEFAULT_LIMITS),
                         history_action(), graph_action(), send_event_action(),
-                        fire_timers_action)
+                        fire_timers_action, run_op_action(), register_action(),
+                        unregister_action(), start_workflow_action(), job_inputs_action())
 
 
 @st.composite
