@@ -447,8 +447,11 @@ SELECT (SELECT count(*) FROM workflow.workflow_runs),
           FROM workflow.workflow_definitions t)
 """
 
+# the tables of the fixture, copied once and restored per example (the
+# counter shards too: with workflow.counter_shards forced, the fixture's
+# runs keep their counters there)
 TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies",
-          "workflow_events", "event_inbox", "workflow_definitions"]
+          "workflow_events", "event_inbox", "workflow_definitions", "workflow_run_counters"]
 
 
 class Session:
