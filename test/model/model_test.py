@@ -1525,7 +1525,9 @@ class ExampleRun:
         self.ex = ex
         self.exno = h.exno
         self.types = [f"model{self.exno}.{c}" for c in "ab"[:ex.ntypes]]
-        self.comp_type = f"model{self.exno}.undo"   # compensate jobs: claimed on their own
+        # compensate jobs: each run's of its own type, claimed on their own
+        # (two runs may be compensating at once)
+        self.comp_types = [f"model{self.exno}.undo{d}" for d in range(len(ex.dags))]
         self.lock = threading.Lock()
         self.problems = []
         self.stats = Counter()
@@ -1610,7 +1612,7 @@ class ExampleRun:
         """Each run is started by a client role of organization A, with no
         organization named: the engine puts it in the role's only one."""
         for d, dag in enumerate(self.ex.dags):
-            defn = definition(dag, f"model-{self.exno}-{d}", self.types, self.comp_type)
+            defn = definition(dag, f"model-{self.exno}-{d}", self.types, self.comp_types[d])
             # a quarter of the runs keep their counters on the run row (the
             # default for runs this narrow); the rest shard every level of
             # two steps or more, into at most 2, 3 or 64 shards.  The client
@@ -2004,7 +2006,7 @@ class ExampleRun:
         i = m.comp_step
         s = self.ex.dags[d].steps[i]
         r = self.call(cur, "claim", "SELECT * FROM workflow.claim('seq', %s::text[], 4)",
-                      ([self.comp_type],))
+                      ([self.comp_types[d]],))
         if not r.ok:
             self.unexpected(r, "claim of a compensation job")
             raise Diverged()
@@ -2017,7 +2019,7 @@ class ExampleRun:
         self.last_event = f"claim of the compensation job of {self.key(d, i)}"
         # compensate.payload, else the step's own payload (an external step's is {})
         payload = {"undo": s.key} if s.comp[0] else ({"i": i} if s.kind == "job" else {})
-        want = {"job_type": self.comp_type, "priority": s.comp[1], "max_attempts": s.comp[2],
+        want = {"job_type": self.comp_types[d], "priority": s.comp[1], "max_attempts": s.comp[2],
                 "attempt": m.comp_attempts, "workflow_run_id": self.run_ids[d],
                 "organization_id": ORG_A, "status": "RUNNING",
                 "payload": {"step_key": s.key, "output": m.output[i], "payload": payload}}
@@ -3286,7 +3288,7 @@ class ExampleRun:
                 if comp_job != (m is not None and i in m.comp_order):
                     bad(f"{where} job compensation {job['compensation']}")
                 if comp_job:
-                    want = (("job_type", self.comp_type), ("priority", s.comp[1]),
+                    want = (("job_type", self.comp_types[d]), ("priority", s.comp[1]),
                             ("max_attempts", s.comp[2]), ("workflow_run_id", run_id))
                 else:
                     want = (("job_type", self.types[s.type_index]), ("priority", s.priority),
