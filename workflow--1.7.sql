@@ -2815,6 +2815,22 @@ SELECT s.workflow_run_id, s.step_key, 'step released before its prerequisites fi
        'BLOCKED', s.status::text
   FROM steps s
  WHERE s.status <> 'BLOCKED' AND NOT s.run_canceled AND s.deps_pending > 0
+   -- a prerequisite that retry_run reset after the step was released does
+   -- not count: the step keeps what it did with the outcome it had (any
+   -- reset step has a later step_reset event; a job step reset without
+   -- history a later generation, and no release before the step's)
+   AND EXISTS (
+       SELECT 1 FROM workflow.workflow_step_dependencies e
+         JOIN workflow.workflow_steps p ON p.id = e.prerequisite_step_id
+        WHERE e.workflow_run_id = s.workflow_run_id AND e.dependent_step_id = s.id
+          AND p.status::text NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'COMPENSATING',
+                                     'COMPENSATED', 'COMPENSATION_FAILED')
+          AND NOT (p.generation > 0
+                   AND (p.released_at IS NULL OR p.released_at > s.released_at))
+          AND NOT EXISTS (
+              SELECT 1 FROM workflow.workflow_events x
+               WHERE x.workflow_run_id = p.workflow_run_id AND x.step_key = p.step_key
+                 AND x.event_type = 'step_reset' AND x.created_at >= s.released_at))
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'step released although a prerequisite did not succeed',
        'CANCELED', s.status::text
@@ -3070,7 +3086,8 @@ SELECT i.workflow_run_id, i.consumed_by_step_key, 'step consumed more than one e
 HAVING count(*) > 1
 UNION ALL
 SELECT i.workflow_run_id, i.consumed_by_step_key, 'event consumed by a step that did not take it',
-       'a SUCCEEDED event step of that name', coalesce(s.status::text, 'no such step')
+       'a SUCCEEDED (or since COMPENSATED) event step of that name',
+       coalesce(s.status::text, 'no such step')
   FROM workflow.event_inbox i
   LEFT JOIN workflow.workflow_steps s
          ON s.workflow_run_id = i.workflow_run_id AND s.step_key = i.consumed_by_step_key
@@ -3078,6 +3095,8 @@ SELECT i.workflow_run_id, i.consumed_by_step_key, 'event consumed by a step that
    AND ((i.consumed_at IS NULL) <> (i.consumed_by_step_key IS NULL)
         OR (i.consumed_by_step_key IS NOT NULL
             AND (s.id IS NULL OR s.execution_kind::text <> 'EVENT'
+                 -- a compensation marks an event step COMPENSATED
+                 -- (workflow.no_compensation): it took its event all the same
                  OR s.status::text NOT IN ('SUCCEEDED', 'COMPENSATED')
                  OR s.event_name IS DISTINCT FROM i.event_name)))
 UNION ALL

@@ -735,6 +735,20 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 		deps[i].shard = (int16) WfResultInt32(i, 7);
 		deps[i].pinned = WfResultBool(i, 8);
 		deps[i].blocked = NULL;
+		if (strcmp(status, "BLOCKED") != 0)
+		{
+			/*
+			 * A dependent that is no longer blocked took its prerequisites'
+			 * outcomes when it was released: one kept by retry_run while a
+			 * prerequisite of it was reset (an ON_TERMINAL dependent that
+			 * went on after the prerequisite failed).  The prerequisite's
+			 * new outcome changes nothing of it.
+			 */
+			deps[i].done = 0;
+			deps[i].unsatisfied = 0;
+			deps[i].outcome = WF_OUTCOME_WAIT;
+			continue;
+		}
 		pending -= deps[i].done;
 		unsatisfied += deps[i].unsatisfied;
 		if (pending < 0)
@@ -742,7 +756,7 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 					(errcode(WF_SQLSTATE_INTERNAL),
 					 errmsg(WF_INTERNAL_STATE ": dependency counter of step %s went below zero",
 							WfUuidString(&deps[i].step_id))));
-		if (pending > 0 || strcmp(status, "BLOCKED") != 0)
+		if (pending > 0)
 			deps[i].outcome = WF_OUTCOME_WAIT;
 		else if (unsatisfied > 0)
 			deps[i].outcome = WF_OUTCOME_CANCEL;

@@ -895,7 +895,10 @@ workflow_job_queue_guard(PG_FUNCTION_ARGS)
 		WfExecute(&plan, sql, 1, types, values, NULL, false, 1);
 		if (SPI_processed == 1)
 			step_status = WfResultText(0, 1);
-		if (step_status != NULL && !WF_TERMINAL_STATUS(step_status))
+		/* a step undone, or whose undoing failed, is finished too */
+		if (step_status != NULL && !WF_TERMINAL_STATUS(step_status) &&
+			strcmp(step_status, "COMPENSATED") != 0 &&
+			strcmp(step_status, "COMPENSATION_FAILED") != 0)
 			ereport(ERROR,
 					(errcode(WF_SQLSTATE_INTERNAL),
 					 errmsg(WF_INTERNAL_STATE ": the job of a live step cannot be deleted"),

@@ -26,6 +26,30 @@ empty, long and bound-sized names and dedupe keys, huge payloads, runs of
 every status and organization, dedupe repeats with the same and another
 payload, and made twice in a row; fire_timers with batch sizes in and out
 of range, after the superuser moved wake times into the past.
+Version 1.7: definitions whose job and external steps carry a "compensate"
+object (every field valid, or compensate null) and "compensate_on":
+"failure" (or null), and with exactly one hostile change (compensate not an
+object, a field of a wrong type or out of range, job_type missing, empty
+or past its bound, payload null, an unknown key, compensate on a sleep or
+event step, compensate_on anything but "failure"), by start_run and by
+register_workflow: a refused one is workflow.invalid_definition and writes
+nothing; a run started from a valid one has each step's compensate as
+given and compensate_on_failure as defined.  register_workflow,
+unregister_workflow, start_workflow, job_inputs, compensate_run, retry_run,
+resume_run and retire_run with NULLs, unknown ids, other organizations,
+long and unicode names, and runs of every status (a fixture saga running,
+one compensated, a COMPLETED_WITH_ERRORS run with a FAILED step, a retired
+run, a run pinned to the registry and one held because its version is
+gone), next to workers that claim the compensation jobs: each call
+succeeds or raises a documented code with its SQLSTATE, never writes when
+it fails, and where the run's status decides (compensate_run from RUNNING,
+WAITING_FOR_EXTERNAL or COMPLETED_WITH_ERRORS, a repeat on a compensating
+or compensated run, invalid_run_transition otherwise; retry_run only on a
+COMPLETED_WITH_ERRORS run with a FAILED step; retire_run from a live or
+blocked run; cancel_run and send_event refusing every finished status) the
+model predicts the code or the status returned, which must be the run's
+own; at most one live compensation job, and no COMPENSATION_FAILED step in
+a COMPENSATED run.
 
 Every call must either succeed or raise an error whose message starts with a
 code from the error table of docs/reference.md and whose SQLSTATE is that
@@ -158,6 +182,11 @@ CODES = {
     "job.lease_lost": "40001",
     "workflow.unsupported_isolation": "25000",
     "workflow.internal_state": "XX000",
+    # 1.7 (DESIGN.md, "Sagas, versions and operator actions")
+    "workflow.workflow_not_found": "P0002",
+    "workflow.definition_conflict": "23505",
+    "workflow.organization_forbidden": "42501",
+    "workflow.version_mismatch": "55000",
 }
 CODE_RE = re.compile(r"^([a-z_]+\.[a-z_]+): ")
 IA = "job.invalid_argument"
@@ -243,6 +272,19 @@ SIGS = {
     "send_event": [("workflow_run_id", "uuid"), ("event_name", "text"), ("payload", "jsonb"),
                    ("dedupe_key", "text"), ("organization_id", "uuid")],
     "fire_timers": [("batch_size", "int4")],
+    # 1.7: the registry, job inputs and the operator's calls on a run
+    "register_workflow": [("name", "text"), ("version", "text"), ("definition", "jsonb"),
+                          ("activate", "bool")],
+    "unregister_workflow": [("name", "text"), ("version", "text")],
+    "start_workflow": [("name", "text"), ("input", "jsonb"), ("organization_id", "uuid"),
+                       ("idempotency_key", "text")],
+    "job_inputs": [("job_id", "uuid"), ("lease_token", "uuid")],
+    "compensate_run": [("workflow_run_id", "uuid"), ("reason", "text"),
+                       ("organization_id", "uuid")],
+    "retry_run": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
+    "resume_run": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
+    "retire_run": [("workflow_run_id", "uuid"), ("reason", "text"),
+                   ("organization_id", "uuid")],
 }
 # Functions that read only: a successful call must write nothing either.
 READ_ONLY = {"run_history", "run_graph"}
@@ -263,6 +305,14 @@ DEFAULTS = {
     "run_graph": [None, "dot", None],
     "send_event": [None, None, None, None, None],
     "fire_timers": [1000],
+    "register_workflow": [None, None, None, True],
+    "unregister_workflow": [None, None],
+    "start_workflow": [None, None, None, None],
+    "job_inputs": [None, None],
+    "compensate_run": [None, None, None],
+    "retry_run": [None, None],
+    "resume_run": [None, None],
+    "retire_run": [None, None, None],
 }
 # What each call selects, so that no value the client cannot load
 # (infinite or BC timestamps) comes back.  The claim's columns are those
@@ -288,6 +338,14 @@ SELECTS = {
     "run_graph": "x",
     "send_event": "x.id, x.workflow_run_id, x.event_name, x.dedupe_key, x.consumed_by_step_key",
     "fire_timers": "x",
+    "register_workflow": "x",
+    "unregister_workflow": "1",
+    "start_workflow": "x",
+    "job_inputs": "x",
+    "compensate_run": "x::text",
+    "retry_run": "x::text",
+    "resume_run": "x::text",
+    "retire_run": "x::text",
 }
 
 # ---------------------------------------------------------------------------
@@ -383,11 +441,17 @@ SELECT (SELECT count(*) FROM workflow.workflow_runs),
           FROM workflow.workflow_events t),
        (SELECT count(*) FROM workflow.event_inbox),
        (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), ''))
-          FROM workflow.event_inbox t)
+          FROM workflow.event_inbox t),
+       (SELECT count(*) FROM workflow.workflow_definitions),
+       (SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.name, t.version), ''))
+          FROM workflow.workflow_definitions t)
 """
 
+# the tables of the fixture, copied once and restored per example (the
+# counter shards too: with workflow.counter_shards forced, the fixture's
+# runs keep their counters there)
 TABLES = ["job_queue", "workflow_runs", "workflow_steps", "workflow_step_dependencies",
-          "workflow_events", "event_inbox"]
+          "workflow_events", "event_inbox", "workflow_definitions", "workflow_run_counters"]
 
 
 class Session:
@@ -514,6 +578,15 @@ EVENTS_DEF = {"name": "events", "steps": [
     {"key": "wait", "job_type": "fz.wait", "start_after_seconds": 600},
 ]}
 
+# 1.7: a saga; the booking has a compensate job, the external step waits
+SAGA_DEF = {"name": "saga", "steps": [
+    {"key": "book", "job_type": "fz.book", "payload": {"b": 1},
+     "compensate": {"job_type": "fz.unbook", "payload": {"u": 1}, "max_attempts": 2}},
+    {"key": "confirm", "kind": "external", "depends_on": ["book"],
+     "compensate": {"job_type": "fz.unconfirm"}},
+    {"key": "ship", "job_type": "fz.ship", "depends_on": ["confirm"]},
+]}
+
 FIX = {}   # names of fixture rows -> ids, and tokens seen while building it
 
 
@@ -525,7 +598,7 @@ def build_fixture(s):
       " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_run_counters;"
       " DELETE FROM workflow.workflow_runs;"
       " DELETE FROM workflow.job_queue; DELETE FROM workflow.workflow_events;"
-      " DELETE FROM workflow.event_inbox; COMMIT")
+      " DELETE FROM workflow.event_inbox; DELETE FROM workflow.workflow_definitions; COMMIT")
     stale = []
 
     def enqueue(jt, org=None, stage=None, attempts=3, timeout=3600, priority=0):
@@ -604,6 +677,42 @@ def build_fixture(s):
     FIX["run_events_done"] = q("SELECT workflow.start_run(%s)", (json.dumps(
         {"steps": [{"key": "e", "kind": "event"}]}),))[0][0]
     q("SELECT workflow.send_event(%s, 'e', '{\"done\": 1}', 'k-done')", (FIX["run_events_done"],))
+    # 1.7: a saga run still going (its job step with a compensate job
+    # succeeded), one compensated, one that compensates on failure, a
+    # COMPLETED_WITH_ERRORS run with a FAILED step (retry_run moves it),
+    # a retired run, the registry (an active and an inactive version of a
+    # name, a second name) and a run pinned to it, and one held because its
+    # version is gone
+    saga = json.dumps(SAGA_DEF)
+    FIX["run_saga"] = q("SELECT workflow.start_run(%s)", (saga,))[0][0]
+    jid, tok = q("SELECT id, lease_token FROM workflow.claim('fixture', ARRAY['fz.book'], 1)")[0]
+    FIX["saga_job"], FIX["saga_token"] = jid, tok
+    q("SELECT workflow.complete_job(%s, %s, '{\"booked\": 1}')", (jid, tok))
+    FIX["run_compensated"] = q("SELECT workflow.start_run(%s, %s)", (saga, ORG))[0][0]
+    jid, tok = q("SELECT id, lease_token FROM workflow.claim('fixture', ARRAY['fz.book'], 1,"
+                 " %s)", (ORG,))[0]
+    q("SELECT workflow.complete_job(%s, %s, '{\"booked\": 2}')", (jid, tok))
+    q("SELECT workflow.compensate_run(%s, 'fixture')", (FIX["run_compensated"],))
+    jid, tok = q("SELECT id, lease_token FROM workflow.claim('fixture', ARRAY['fz.unbook'], 1,"
+                 " %s)", (ORG,))[0]
+    FIX["comp_job"], FIX["comp_token"] = jid, tok
+    q("SELECT workflow.complete_job(%s, %s)", (jid, tok))
+    FIX["run_retry"] = q("SELECT workflow.start_run(%s)", (json.dumps(
+        {"steps": [{"key": "x", "kind": "external"},
+                   {"key": "y", "job_type": "fz.y", "depends_on": ["x"]}]}),))[0][0]
+    q("SELECT workflow.complete_external_step(%s, 'x', 'FAILED', NULL, NULL, 'E.X', 'no')",
+      (FIX["run_retry"],))
+    FIX["run_retired"] = q("SELECT workflow.start_run(%s)", (one,))[0][0]
+    q("SELECT workflow.retire_run(%s, 'fixture')", (FIX["run_retired"],))
+    q("SELECT workflow.register_workflow('fz.flow', '1', %s, true)", (saga,))
+    q("SELECT workflow.register_workflow('fz.flow', '2', %s, false)", (main,))
+    q("SELECT workflow.register_workflow('fz.held', '1', %s)", (json.dumps(
+        {"steps": [{"key": "x", "kind": "external"},
+                   {"key": "y", "job_type": "fz.y", "depends_on": ["x"]}]}),))
+    FIX["run_pinned"] = q("SELECT workflow.start_workflow('fz.flow', '{\"in\": 1}')")[0][0]
+    FIX["run_held"] = q("SELECT workflow.start_workflow('fz.held')")[0][0]
+    q("SELECT workflow.unregister_workflow('fz.held', '1')")
+    q("SELECT workflow.complete_external_step(%s, 'x', 'SUCCEEDED')", (FIX["run_held"],))
     FIX["stale_tokens"] = stale
     problems = q("SELECT * FROM workflow.verify()")
     if problems:
@@ -622,6 +731,7 @@ RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
              " DELETE FROM workflow.job_queue;"
              " DELETE FROM workflow.workflow_events;"
              " DELETE FROM workflow.event_inbox;"
+             " DELETE FROM workflow.workflow_definitions;"
              + "".join(" INSERT INTO workflow.%s SELECT * FROM fuzz_fixture.%s;" % (t, t)
                        for t in TABLES)
              + " COMMIT")
@@ -1299,7 +1409,8 @@ def model_cancel_run(s, a):
                " WHERE id = %s", (run,))
     if not rows or (org is not None and rows[0][0] != org):
         return Expect("workflow.run_not_found")
-    if rows[0][1] in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+    # (a finished run of 1.7's statuses too: retired, compensated)
+    if rows[0][1] in FINISHED_RUN and rows[0][1] != "CANCELED":
         return Expect("workflow.run_already_terminal")
 
     def post(out):
@@ -1477,7 +1588,7 @@ def model_send_event(s, a):
                (run,))
     if not rows or (org is not None and rows[0][0] != org):
         return Expect("workflow.run_not_found")
-    if rows[0][1] in ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED"):
+    if rows[0][1] in FINISHED_RUN:
         return Expect("workflow.run_already_terminal")
     if dedupe is not None:
         old = s.q("SELECT id, event_name = %s, payload IS NOT DISTINCT FROM %s::jsonb"
@@ -1545,7 +1656,175 @@ def model_fire_timers(s, a):
     return Expect("ok", post)
 
 
+# ---------------------------------------------------------------------------
+# 1.7: the operator's calls on a run, the registry, job inputs
+
+LIVE_RUN = ("RUNNING", "WAITING_FOR_EXTERNAL")
+BLOCKED_RUN = ("BLOCKED_MISSING_HANDLER", "BLOCKED_MISSING_VERSION",
+               "BLOCKED_SIGNATURE_MISMATCH")
+COMP_RUN = ("COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED")
+FINISHED_RUN = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED", "RETIRED_UNRESUMABLE",
+                "COMPENSATED", "COMPENSATION_FAILED")
+INVALID_MOVE = "workflow.invalid_run_transition"
+
+
+def run_row(s, run, org):
+    """(status, FAILED steps) of the run a call names, None when it does not
+    find it (no such run, or another organization's)."""
+    rows = s.q("SELECT organization_id, status::text, (SELECT count(*) FROM"
+               " workflow.workflow_steps t WHERE t.workflow_run_id = r.id AND"
+               " t.status = 'FAILED') FROM workflow.workflow_runs r WHERE id = %s", (run,))
+    if not rows or (org is not None and rows[0][0] != org):
+        return None
+    return rows[0][1], rows[0][2]
+
+
+def returns_status(s, run, allowed):
+    """A successful call returns the status the run is in now, one of
+    allowed; a compensation leaves at most one live compensation job and a
+    COMPENSATED run no COMPENSATION_FAILED step."""
+    def post(out):
+        now = s.q("SELECT status::text, (SELECT count(*) FROM workflow.job_queue j"
+                  " WHERE j.workflow_run_id = r.id AND j.compensation"
+                  " AND j.status IN ('QUEUED', 'RUNNING')),"
+                  " (SELECT count(*) FROM workflow.workflow_steps t WHERE"
+                  " t.workflow_run_id = r.id AND t.status = 'COMPENSATION_FAILED')"
+                  " FROM workflow.workflow_runs r WHERE id = %s", (run,))[0]
+        if out.rows != [(now[0],)] or now[0] not in allowed:
+            return "returned %r, the run is %s, expected one of %s" % (out.rows, now[0],
+                                                                      sorted(allowed))
+        if now[1] > 1:
+            return "%d live compensation jobs" % now[1]
+        if now[0] == "COMPENSATED" and now[2]:
+            return "COMPENSATED with %d COMPENSATION_FAILED steps" % now[2]
+    return post
+
+
+def model_compensate_run(s, a):
+    run, _reason, org = a
+    if run is None:
+        return Expect(IA)
+    r = run_row(s, run, org)
+    if r is None:
+        return Expect("workflow.run_not_found")
+    status = r[0]
+    if status in LIVE_RUN + ("COMPLETED_WITH_ERRORS",):
+        return Expect("ok", returns_status(s, run, COMP_RUN))
+    if status in COMP_RUN:
+        return Expect("ok", returns_status(s, run, {status}))
+    return Expect(INVALID_MOVE, why="compensate_run from " + status)
+
+
+def model_retry_run(s, a):
+    run, org = a
+    if run is None:
+        return Expect(IA)
+    r = run_row(s, run, org)
+    if r is None:
+        return Expect("workflow.run_not_found")
+    status, failed = r
+    if status == "COMPLETED_WITH_ERRORS" and failed:
+        return Expect("ok", returns_status(s, run, LIVE_RUN + BLOCKED_RUN + ("SUCCEEDED",)))
+    if status in FINISHED_RUN:
+        return Expect(INVALID_MOVE, why="retry_run from %s, %d FAILED steps" % (status, failed))
+    return Expect("ok", returns_status(s, run, {status}))
+
+
+def model_resume_run(s, a):
+    run, org = a
+    if run is None:
+        return Expect(IA)
+    r = run_row(s, run, org)
+    if r is None:
+        return Expect("workflow.run_not_found")
+    status = r[0]
+    if status in FINISHED_RUN:
+        return Expect(INVALID_MOVE, why="resume_run from " + status)
+    if status in BLOCKED_RUN:
+        # the pin is checked again: still failing, or released
+        return Expect({"ok"}, returns_status(s, run, LIVE_RUN + BLOCKED_RUN + FINISHED_RUN))
+    return Expect("ok", returns_status(s, run, {status}))
+
+
+def model_retire_run(s, a):
+    run, reason, org = a
+    if run is None:
+        return Expect(IA)
+    r = run_row(s, run, org)
+    if r is None:
+        # which of a missing run and a NULL reason is reported first is open
+        return Expect({"workflow.run_not_found"} | ({IA} if reason is None else set()))
+    if reason is None:
+        return Expect(IA, why="reason")
+    status = r[0]
+    if status == "RETIRED_UNRESUMABLE" or status in LIVE_RUN + BLOCKED_RUN:
+        return Expect("ok", returns_status(s, run, {"RETIRED_UNRESUMABLE"}))
+    return Expect(INVALID_MOVE, why="retire_run from " + status)
+
+
+def model_job_inputs(s, a):
+    job, token = a
+    if job is None or token is None:
+        return Expect(IA)
+
+    def post(out):
+        v = out.rows[0][0] if out.rows else None
+        if not isinstance(v, dict) or set(v) != {"input", "steps"} or \
+                not isinstance(v["steps"], dict):
+            return "job_inputs returned %r" % (v,)
+    return Expect({"ok", "job.not_found", "job.lease_lost",
+                                          "job.not_running", "job.canceled"}, post)
+
+
+def model_register_workflow(s, a, validity=None):
+    """name and version first (NULL, empty or too long: job.invalid_argument),
+    then the definition, then activate."""
+    name, version, definition, activate = a
+    if name is None or version is None:
+        return Expect(IA)
+    names_ok = all(1 <= utf8_len(x) <= s.limits["max_job_type_bytes"] for x in (name, version))
+    if definition is None or validity == "invalid":
+        return Expect(BAD_DEF if names_ok else {BAD_DEF, IA})
+    if activate is None:
+        return Expect({IA, BAD_DEF} if validity != "valid" else IA)
+    if validity == "valid":
+        if not names_ok:
+            return Expect(IA)
+
+        def post(out):
+            sig = out.rows[0][0] if out.rows else None
+            rows = s.q("SELECT signature, active FROM workflow.workflow_definitions"
+                       " WHERE name = %s AND version = %s", (name, version))
+            if not isinstance(sig, str) or not re.fullmatch(r"[0-9a-f]{64}", sig) or \
+                    not rows or rows[0][0] != sig or (activate and not rows[0][1]):
+                return "returned %r, the registry has %r" % (sig, rows)
+        return Expect({"ok", "workflow.definition_conflict"}, post)
+    return Expect(ANY_CODE)
+
+
+def model_unregister_workflow(s, a):
+    name, version = a
+    if name is None or version is None:
+        return Expect(IA)
+    return Expect({"ok", "workflow.workflow_not_found", IA})
+
+
+def model_start_workflow(s, a):
+    name, _input, _org, _key = a
+    if name is None:
+        return Expect(IA)
+    active = s.q("SELECT count(*) FROM workflow.workflow_definitions WHERE name = %s"
+                 " AND active", (name,))[0][0]
+    if not active:
+        return Expect({"workflow.workflow_not_found", IA})
+    return Expect(ANY_CODE)
+
+
 MODELS = {
+    "compensate_run": model_compensate_run, "retry_run": model_retry_run,
+    "resume_run": model_resume_run, "retire_run": model_retire_run,
+    "job_inputs": model_job_inputs, "register_workflow": model_register_workflow,
+    "unregister_workflow": model_unregister_workflow, "start_workflow": model_start_workflow,
     "send_event": model_send_event, "fire_timers": model_fire_timers,
     "enqueue": model_enqueue, "claim": model_claim, "heartbeat": model_heartbeat,
     "complete_job": model_complete_job, "complete_and_claim": model_complete_and_claim,
@@ -1698,11 +1977,18 @@ def perform(s, action):
     full = list(values) + list(DEFAULTS.get(fn, [])[n:])
     if fn == "start_run":
         expect = model_start_run(s, full, action.get("validity"))
+    elif fn == "register_workflow":
+        expect = model_register_workflow(s, full, action.get("validity"))
     else:
         expect = MODELS[fn](s, full)
     sql = build_sql(fn, n)
     out = s.call(sql, params, expect_error=expect.result != "ok", read_only=fn in READ_ONLY)
     judge(s, fn, sql, params, out, expect)
+    if action.get("what") is not None and fn == "start_run" and out.ok:
+        problem = comp_start_check(s, action, out)
+        if problem:
+            raise violation("start_run 1.7: compensate as defined",
+                            "%s -> %s: %s" % (describe(sql, params), out, problem))
     if "doc" in action or action.get("names") is not None:
         problem = start16_check(s, action, out)
         if problem:
@@ -1726,7 +2012,9 @@ def trailing(draw, fn, args):
                 "fail_job": 4, "cancel_job": 1, "complete_jobs": 2, "fail_jobs": 4,
                 "start_run": 1, "complete_external_step": 3, "cancel_run": 1,
                 "run_history": 1, "run_graph": 1, "send_event": 2,
-                "fire_timers": 0}.get(fn, len(args))
+                "fire_timers": 0, "register_workflow": 3, "unregister_workflow": 2,
+                "start_workflow": 1, "job_inputs": 2, "compensate_run": 1, "retry_run": 1,
+                "resume_run": 1, "retire_run": 2}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
         n = draw(st.integers(required, len(args)))
@@ -2835,6 +3123,207 @@ def random_start_run_action(draw):
 # Properties
 
 
+# ---------------------------------------------------------------------------
+# 1.7: compensate objects and compensate_on in definitions; the operator's
+# calls on runs of every status; the registry; job inputs.
+
+COMP_KEYS = ["job_type", "payload", "priority", "max_attempts", "timeout_seconds", "stage"]
+COMP_VALID = {
+    "payload": [{"u": 1}, [], 0, "x", {"deep": {"a": [1, 2]}}, True],
+    "priority": [0, -5, INT32_MAX, INT32_MIN, 7],
+    "max_attempts": [1, 3, INT32_MAX],
+    "timeout_seconds": [1, 60, INT32_MAX],
+    "stage": ["s1", "", None, "\u00e9tape"],
+}
+COMP_INVALID = {
+    "job_type": [None, "", 5, True, ["t"], {"t": 1}],
+    "payload": [None],
+    "priority": ["1", 1.5, True, None, INT32_MAX + 1, INT32_MIN - 1, [1], {"p": 1}],
+    "max_attempts": [0, -1, "2", 2.5, False, INT32_MAX + 1, [], None],
+    "timeout_seconds": [0, -60, "60", 0.5, True, INT32_MAX + 1, {}, None],
+    "stage": [1, True, ["s"], {"s": 1}],
+}
+COMP_SHAPES_INVALID = ["x", "", 1, 0, True, False, [], [{"job_type": "fz.u"}], ["fz.u"]]
+COMPENSATE_ON_INVALID = ["Failure", "FAILURE", "success", "failures", "", " failure",
+                         "failure ", 1, True, ["failure"], {"on": "failure"}, "f\u00e4ilure"]
+
+
+@st.composite
+def comp_object(draw, limit):
+    c = {"job_type": draw(st.sampled_from(["fz.undo", "fz.u", "u" * limit, "\u00e9.undo"]))}
+    for k in draw(st.lists(st.sampled_from(COMP_KEYS[1:]), unique=True, max_size=5)):
+        c[k] = draw(st.sampled_from(COMP_VALID[k]))
+    return c
+
+
+@st.composite
+def comp_definition(draw, limits=DEFAULT_LIMITS):
+    """A definition of job, external, sleep and event steps, some job and
+    external steps with a valid compensate object (or compensate null, which
+    is none), maybe "compensate_on": "failure" (or null); then at most one
+    hostile change: compensate of another shape, with a bad or missing
+    field, an unknown key, on a sleep or event step, too big, or a bad
+    compensate_on.  Returns (text, validity, what was changed)."""
+    limit = limits["max_job_type_bytes"]
+    n = draw(st.integers(1, 4))
+    steps = []
+    for i in range(n):
+        kind = draw(st.sampled_from(["job", "job", "external", "sleep", "event"]))
+        st_ = {"key": "k%d" % i}
+        if kind == "job":
+            st_["job_type"] = "fz.j%d" % i
+        elif kind == "external":
+            st_["kind"] = "external"
+        elif kind == "sleep":
+            st_.update(kind="sleep", seconds=60)
+        else:
+            st_.update(kind="event", event="ev%d" % i)
+        if i and draw(st.booleans()):
+            st_["depends_on"] = ["k%d" % draw(st.integers(0, i - 1))]
+        if kind in ("job", "external"):
+            c = draw(st.integers(0, 3))
+            if c >= 2:
+                st_["compensate"] = draw(comp_object(limit))
+            elif c == 1 and draw(st.integers(0, 3)) == 0:
+                st_["compensate"] = None
+        steps.append(st_)
+    d = {"name": "saga-fuzz", "steps": steps}
+    on = draw(st.integers(0, 3))
+    if on >= 2:
+        d["compensate_on"] = "failure"
+    elif on == 1 and draw(st.booleans()):
+        d["compensate_on"] = None
+    validity, what = "valid", "valid"
+    if draw(st.integers(0, 2)) > 0:
+        comps = [x for x in steps if isinstance(x.get("compensate"), dict)]
+        tjob = [x for x in steps if "kind" not in x or x["kind"] == "external"]
+        timers = [x for x in steps if x.get("kind") in ("sleep", "event")]
+        choices = ["shape", "on"] + ["field", "missing", "unknown", "big"] * bool(comps) \
+            + ["timer"] * bool(timers)
+        how = draw(st.sampled_from(choices))
+        validity = "invalid"
+        if how == "shape" and tjob:
+            x = draw(st.sampled_from(tjob))
+            x["compensate"] = draw(st.sampled_from(COMP_SHAPES_INVALID))
+            what = "compensate of %s is %r" % (x["key"], x["compensate"])
+        elif how == "field":
+            x = draw(st.sampled_from(comps))
+            k = draw(st.sampled_from(sorted(COMP_INVALID)))
+            x["compensate"][k] = draw(st.sampled_from(COMP_INVALID[k]))
+            if k == "stage" and x["compensate"][k] is None:
+                validity = "valid"
+            what = "compensate.%s of %s is %r" % (k, x["key"], x["compensate"][k])
+        elif how == "missing":
+            x = draw(st.sampled_from(comps))
+            del x["compensate"]["job_type"]
+            what = "compensate of %s without job_type" % x["key"]
+        elif how == "unknown":
+            x = draw(st.sampled_from(comps))
+            k = draw(st.sampled_from(["kind", "key", "depends_on", "jobtype", "Job_type",
+                                      "compensate", "seconds", "event", "start_after_seconds"]))
+            x["compensate"][k] = 1
+            what = "compensate of %s has %s" % (x["key"], k)
+        elif how == "big":
+            x = draw(st.sampled_from(comps))
+            x["compensate"]["job_type"] = "u" * (limit + draw(st.integers(1, 3)))
+            what = "compensate.job_type of %s past the bound" % x["key"]
+        elif how == "timer":
+            x = draw(st.sampled_from(timers))
+            x["compensate"] = {"job_type": "fz.undo"}
+            what = "compensate on the %s step %s" % (x["kind"], x["key"])
+        else:
+            d["compensate_on"] = draw(st.sampled_from(COMPENSATE_ON_INVALID))
+            what = "compensate_on is %r" % (d["compensate_on"],)
+    return json.dumps(d, ensure_ascii=False), validity, what
+
+
+def comp_start_check(s, a, out):
+    """A run started from a 1.7 definition: each step's compensate is the
+    object it was given (none for null or absent), and the run compensates
+    on failure exactly when the definition says "failure"."""
+    d = json.loads(a["args"][0][1])
+    run = out.rows[0][0]
+    rows = dict(s.q("SELECT step_key, compensate FROM workflow.workflow_steps"
+                    " WHERE workflow_run_id = %s", (run,)))
+    for x in d["steps"]:
+        want = x.get("compensate")
+        if rows.get(x["key"]) != want:
+            return "step %s compensate %r, defined %r" % (x["key"], rows.get(x["key"]), want)
+    flag = s.q("SELECT compensate_on_failure FROM workflow.workflow_runs WHERE id = %s",
+               (run,))[0][0]
+    if flag != (d.get("compensate_on") == "failure"):
+        return "compensate_on_failure %r, the definition says %r" % (flag, d.get("compensate_on"))
+    count_outcome("start_run 1.7: compensate as defined")
+    return None
+
+
+@st.composite
+def comp_start_action(draw):
+    text, validity, what = draw(comp_definition())
+    args = [("def", text), draw(org_ref), draw(st.one_of(st.none(), st.just("k-saga")))]
+    a = draw(trailing("start_run", args))
+    a["validity"] = validity
+    a["what"] = what
+    return a
+
+
+wf_name = weighted((5, st.sampled_from(["fz.flow", "fz.held", "fz.new", "fz.gone"])),
+                   (1, small_text), (1, long_text), (1, st.none()))
+wf_version = weighted((5, st.sampled_from(["1", "2", "3"])), (1, small_text), (1, st.none()))
+
+
+@st.composite
+def register_action(draw):
+    text, validity, what = draw(comp_definition())
+    defn = weighted((6, st.just(("def", text))), (1, json_any), (1, st.none()))
+    args = [draw(wf_name), draw(wf_version), draw(defn),
+            draw(weighted((4, st.booleans()), (1, st.none())))]
+    a = draw(trailing("register_workflow", args))
+    if isinstance(args[2], tuple):
+        a["validity"] = validity
+        a["what"] = what
+    return a
+
+
+@st.composite
+def unregister_action(draw):
+    return action("unregister_workflow", draw(wf_name), draw(wf_version))
+
+
+@st.composite
+def start_workflow_action(draw):
+    args = [draw(wf_name), draw(weighted((3, st.none()), (2, json_any))), draw(org_ref),
+            draw(st.one_of(st.none(), st.sampled_from(["k-wf", "k-fixture"]), small_text))]
+    return draw(trailing("start_workflow", args))
+
+
+@st.composite
+def job_inputs_action(draw):
+    job = draw(often(st.tuples(st.sampled_from(["running_step", "running", "job"]),
+                               st.integers(0, 63), st.uuids()),
+                     st.tuples(st.just("uuid"), st.integers(0, 63), st.uuids())))
+    return action("job_inputs", job, draw(token_ref))
+
+
+# the runs of every status, the 1.7 ones among them, first
+saga_run = weighted(
+    (4, st.tuples(st.just("fix"), st.sampled_from(
+        ["run_saga", "run_compensated", "run_retry", "run_retired", "run_pinned", "run_held",
+         "run_main", "run_mid", "run_err", "run_done", "run_canceled", "run_waiting",
+         "run_events", "run_events_done", "run_org"]), st.uuids())),
+    (2, run_ref), (1, read_run))
+
+
+@st.composite
+def run_op_action(draw):
+    fn = draw(st.sampled_from(["compensate_run", "retry_run", "resume_run", "retire_run"]))
+    run, org = draw(saga_run), draw(read_org)
+    if fn in ("compensate_run", "retire_run"):
+        reason = draw(weighted((3, small_text), (1, long_text), (1, st.none())))
+        return draw(trailing(fn, [run, reason, org]))
+    return draw(trailing(fn, [run, org]))
+
+
 PROPERTIES = []
 
 
@@ -2990,12 +3479,37 @@ def p_events(actions):
     run_actions(S, actions)
 
 
+# a worker of the compensation jobs (and the saga's other job types)
+comp_claim = st.builds(lambda w, n: action("claim", w, ("arr", ["fz.unbook", "fz.unconfirm",
+                                                                "fz.undo", "fz.u", "fz.book",
+                                                                "fz.ship", "fz.y"], "1d"), n),
+                       st.sampled_from(["w", "comp-worker"]), st.integers(1, 3))
+
+
+@prop("1.7 definitions: compensate objects and compensate_on, valid and hostile, by start_run"
+      " and register_workflow", 80)
+@given(st.lists(st.one_of(comp_start_action(), register_action()), min_size=1, max_size=3))
+def p_comp_defs(actions):
+    run_actions(S, actions)
+
+
+@prop("1.7 calls: compensate_run, retry_run, resume_run, retire_run on runs of every status,"
+      " the registry, start_workflow, job_inputs, with the workers around them", 100)
+@given(st.lists(st.one_of(run_op_action(), run_op_action(), register_action(),
+                          unregister_action(), start_workflow_action(), job_inputs_action(),
+                          comp_claim, worker_action(), external_action(), cancel_run_action()),
+                min_size=1, max_size=6))
+def p_run_ops(actions):
+    run_actions(S, actions)
+
+
 ALL_ACTIONS = st.one_of(enqueue_action(), claim_action(), worker_action(),
                         complete_and_claim_action(), batch_action(),
                         external_action(), cancel_run_action(), reap_action, claim_any,
                         random_start_run_action(), start_run_action(DEFAULT_LIMITS),
                         history_action(), graph_action(), send_event_action(),
-                        fire_timers_action)
+                        fire_timers_action, run_op_action(), register_action(),
+                        unregister_action(), start_workflow_action(), job_inputs_action())
 
 
 @st.composite
@@ -3170,6 +3684,7 @@ def p_soak(actions):
 
 
 RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits", "p_start16", "p_events",
+        "p_comp_defs", "p_run_ops",
         "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_complete_and_claim",
         "p_batch", "p_external", "p_read", "p_cancel", "p_start_big", "p_low_limits",
         "p_soak"]
@@ -3202,6 +3717,14 @@ def null_sweep(s):
             "run_graph": [f["run_org"], "mermaid", ORG],
             "send_event": [f["run_events"], "payment", '{"p": 1}', "d1", None],
             "fire_timers": [10],
+            "register_workflow": ["fz.sweep", "1", json.dumps(SAGA_DEF), True],
+            "unregister_workflow": ["fz.flow", "2"],
+            "start_workflow": ["fz.flow", '{"i": 1}', None, "sweep"],
+            "job_inputs": [f["saga_job"], f["saga_token"]],
+            "compensate_run": [f["run_saga"], "r", None],
+            "retry_run": [f["run_retry"], None],
+            "resume_run": [f["run_held"], None],
+            "retire_run": [f["run_main"], "r", None],
         }[fn]
 
     def model_values(fn, vals):

@@ -59,6 +59,43 @@ Three blocks of examples:
               run_already_terminal to a finished run) and which steps have
               a wake time.  An event step left waiting because another
               step of its name took its event gets one more.
+              Sagas and retry_run (sequential block only, where the
+              lockstep model is exact).  One DAG in three gives some of
+              its job and external steps a "compensate" job (its own job
+              type, claimed on its own; payload given or not, priority,
+              max_attempts) with a scripted outcome: completed, failed for
+              good, or failed (retryable) and completed on the next
+              attempt; a third of those definitions say "compensate_on":
+              "failure".  compensate_run is called by a tenant admin role
+              at drawn points (and on runs where it moves nothing: a
+              compensating or compensated run returns its status,
+              SUCCEEDED and CANCELED are workflow.invalid_run_transition);
+              retry_run on COMPLETED_WITH_ERRORS runs with a FAILED step,
+              up to a drawn number of times per run (and where it moves
+              nothing).  The lockstep model predicts: the live steps
+              CANCELED (workflow.run_compensating), succeeded steps without
+              a compensate job COMPENSATED (workflow.no_compensation), the
+              compensation jobs one at a time in the reverse of the order
+              in which the model completed their steps (two steps one
+              complete_jobs call completed are ordered as the engine drew
+              them: the engine's pick must be one of them), each step
+              COMPENSATED or COMPENSATION_FAILED (status_reason the job's
+              error code; cancel_job of a compensation job and cancel_run
+              of a compensating run included), the run COMPENSATED only
+              when every compensation succeeded, else COMPENSATION_FAILED,
+              at once when nothing is to be undone; for retry_run the
+              FAILED steps and the dependency_unsatisfied steps below them
+              back to BLOCKED with their counters recomputed, SUCCEEDED
+              steps kept, the next job generation for a step that had a
+              job (whose jobs then succeed or fail by a fixed rule; a reset
+              external step is completed SUCCEEDED), and the run finishing
+              again.  After every call on such a run: verify(run) is
+              empty, at most one live compensation job (the model's),
+              compensations_failed is the model's, and a COMPENSATED run
+              has no COMPENSATION_FAILED step.  The run's history has one
+              compensation_started per compensation, one run_retried per
+              retry, one step_reset per reset step, its step_compensating
+              events in the model's order with falling completion_seq.
   concurrent  3 or 4 worker threads (claim, complete_job / fail_job /
               release_job / cancel_job and the batch forms complete_jobs /
               fail_jobs; two completions in five by complete_and_claim,
@@ -157,7 +194,9 @@ login role of organization A:
                  run in A;
   model_client_s2, _s3, _s64
                  the same client, with the counter-shard settings of the
-                 runs it starts.
+                 runs it starts;
+  model_admin    granted workflow_admin, workflow_reader and organization
+                 A: compensate_run and retry_run.
 
 The workflow.* settings are PGC_SUSET, so the test never SETs them: the
 superuser gives them with ALTER DATABASE (retry_base_delay_ms = 0) and
@@ -207,7 +246,8 @@ Runs against the cluster in PGHOST/PGPORT/PGUSER (pg_virtualenv under
 creates, with the roles above, which it drops and creates again (roles
 belong to the cluster) with random passwords.  Environment:
 MODEL_SEED fixes Hypothesis's seed; MODEL_SCALE multiplies the number of
-examples (default 1).  With /usr/bin/python3 (Debian's python3-psycopg and
+examples (default 1); MODEL_BLOCKS (e.g. "sequential") runs only the
+blocks it names, separated by commas.  With /usr/bin/python3 (Debian's python3-psycopg and
 python3-hypothesis).
 """
 
@@ -249,7 +289,15 @@ KEEP_STEPS = 4000       # steps of passed examples kept for the final global ver
 CONFLICT_RETRIES = 2000
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
-RUN_TERMINAL = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED")
+RUN_TERMINAL = ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "CANCELED", "COMPENSATED",
+                "COMPENSATION_FAILED")
+# sagas: step statuses of a step being or having been undone, and the reasons
+COMP_STATUSES = ("COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED")
+LIVE = ("BLOCKED", "ENQUEUED", "RUNNING", "SLEEPING", "WAITING_FOR_EXTERNAL")
+RUN_COMPENSATING = "workflow.run_compensating"
+NO_COMPENSATION = "workflow.no_compensation"
+INVALID_MOVE = "workflow.invalid_run_transition"
+SEQ_COMPENSATE_REASON = "model: compensate_run"
 DEP = "workflow.dependency_unsatisfied"
 RUN_CANCELED = "workflow.run_canceled"
 JOB_CANCELED = "job.canceled"
@@ -274,8 +322,10 @@ TERMINAL_EVENTS = {"step_succeeded": "SUCCEEDED", "step_failed": "FAILED",
 # the terminal events whose detail carries the step's error code
 CODED_EVENTS = ("step_failed", "step_canceled", "external_completed")
 STEP_EVENTS = ("step_released", "step_started", "step_retried", "step_lease_expired",
-               "step_returned", "step_sleeping") + tuple(TERMINAL_EVENTS)
-RUN_EVENTS = ("run_started", "run_status_changed", "run_canceled", "event_received")
+               "step_returned", "step_sleeping") + tuple(TERMINAL_EVENTS) + (
+               "step_reset", "step_compensating", "step_compensated", "step_compensation_failed")
+RUN_EVENTS = ("run_started", "run_status_changed", "run_canceled", "event_received",
+              "compensation_started", "run_retried")
 EVENT_TIMEOUT = "workflow.event_timeout"
 # sleep steps' "until": in the past (the step succeeds when released), with
 # and without a zone (no zone: the session's TimeZone), and in the future
@@ -295,6 +345,7 @@ FOREIGN_PRIORITY = 100  # the other organization's jobs: ahead of every drawn pr
 WORKER_ROLE = "model_worker"
 CLIENTS_GROUP = "model_clients"
 CLIENT_ROLE = "model_client"
+ADMIN_ROLE = "model_admin"      # compensate_run, retry_run (workflow_admin)
 # most counter shards of a run -> (client role that starts it, min width, shards)
 SHARD_CLIENTS = {
     0: (CLIENT_ROLE, 64, 64),
@@ -335,6 +386,8 @@ class Step:
     sleep: tuple = ()    # sleep: ("seconds", n) or ("until", text)
     event: tuple = ()    # event: (name or None, wait_timeout or None, plan, sends)
     start_after: object = None  # job: start_after_seconds, or None
+    comp: tuple = ()     # job or external: (payload given, priority, max_attempts,
+                         # outcome "S" | "F" | "FS") of its compensate job
 
     # event steps: plan "receive" (the first event sent is consumed) or
     # "timeout" (no event before the test moves its wake time: FAILED);
@@ -377,6 +430,9 @@ class Step:
                         for w, p, dd, r in sends) + "]")
         else:
             body = f"ext {self.ext[0]} calls={1 + self.ext[1]}"
+        if self.comp:
+            body += f" comp(payload={self.comp[0]} p={self.comp[1]} max={self.comp[2]}" \
+                    f" {self.comp[3]})"
         return f"{self.key}: {body}" + (f" <- {deps}" if deps else "")
 
 
@@ -384,13 +440,15 @@ class Step:
 class Dag:
     steps: tuple
     result_step: object  # index or None
+    comp_on_failure: bool = False   # "compensate_on": "failure"
 
     def shares_names(self):
         return any(s.kind == "event" and s.event[0] == SHARED_EVENT for s in self.steps)
 
     def describe(self, indent="    "):
         head = f"{len(self.steps)} steps, result_step=" + (
-            "none" if self.result_step is None else f"s{self.result_step}")
+            "none" if self.result_step is None else f"s{self.result_step}") + (
+            ", compensate_on failure" if self.comp_on_failure else "")
         return "\n".join([head] + [indent + s.describe() for s in self.steps])
 
 
@@ -406,6 +464,8 @@ class Example:
     cancel_jobs: tuple   # per DAG: step indices that get cancel_job at a random moment
     seq_cancels: tuple   # sequential: ((event, "run" | "job", dag, step), ...)
     seed: int
+    saga_ops: tuple = ()  # sequential: ((event, dag), ...): compensate_run then
+    retries: int = 0     # sequential: retry_run calls per COMPLETED_WITH_ERRORS run
 
     def __repr__(self):
         lines = [f"Example(mode={self.mode}, job types={self.ntypes}, workers={self.workers},"
@@ -417,6 +477,9 @@ class Example:
             lines.append(f"  cancel_job on: {self.cancel_jobs}")
         if self.seq_cancels:
             lines.append(f"  sequential cancels (event, what, dag, step): {self.seq_cancels}")
+        if self.saga_ops or self.retries:
+            lines.append(f"  compensate_run (event, dag): {self.saga_ops}, retry_run up to"
+                         f" {self.retries} times per run")
         for d, dag in enumerate(self.dags):
             lines.append(f"  dag {d}: " + dag.describe())
         lines.append("  (outcomes per attempt: S succeed, FR fail retryable, FN fail"
@@ -590,8 +653,26 @@ def dag_strategy(draw, ntypes, seq=False):
             steps[i] = replace(steps[i], kind="event", script=(), ext=(), sleep=(),
                                start_after=None, event=(SHARED_EVENT,) + ev[1:])
         steps = tuple(steps)
+    comp_on_failure = False
+    if seq and draw(st.integers(0, 2)) == 0:
+        # a saga: some job and external steps carry a compensate job, and
+        # some definitions compensate by themselves when a step fails
+        r = random.Random(draw(st.integers(0, 2 ** 32 - 1)))
+        steps = tuple(replace(s, comp=comp_spec(r))
+                      if s.kind in ("job", "external") and r.random() < 0.6 else s
+                      for s in steps)
+        comp_on_failure = r.random() < 0.35
     result_step = draw(st.one_of(st.none(), st.integers(0, n - 1)))
-    return Dag(steps, result_step)
+    return Dag(steps, result_step, comp_on_failure)
+
+
+def comp_spec(r):
+    """A step's compensate job: (payload given, priority, max_attempts,
+    outcome): S completed, F failed for good, FS failed (retryable) and
+    then completed on its second attempt."""
+    outcome = r.choices(("S", "F", "FS"), (6, 2, 2))[0]
+    return (r.random() < 0.5, r.randint(-3, 3),
+            r.randint(2, 3) if outcome == "FS" else r.randint(1, 3), outcome)
 
 
 @st.composite
@@ -604,6 +685,7 @@ def example_strategy(draw, mode):
     cancel_runs = (None,) * nd
     cancel_jobs = ((),) * nd
     seq_cancels = ()
+    saga_ops, retries = (), 0
     if mode == "seq":
         workers = 1
         claim_batch = (draw(st.sampled_from((1, 2, 4))),)
@@ -612,6 +694,13 @@ def example_strategy(draw, mode):
                                       st.integers(0, nd - 1), st.integers(0, MAX_STEPS - 1)),
                             max_size=2))
         seq_cancels = tuple(sorted((e, k, d, i % len(dags[d].steps)) for e, k, d, i in raw))
+        saga_ops = tuple(sorted(draw(st.lists(st.tuples(st.integers(0, 40),
+                                                        st.integers(0, nd - 1)), max_size=2))))
+        retries = draw(st.integers(0, 2))
+        if any(dag.comp_on_failure for dag in dags):
+            # one failure per call: which of two failures of a run in one
+            # fail_jobs starts its compensation is the engine's choice
+            batch_finish = (False,)
     else:
         workers = draw(st.integers(3, 4))
         claim_batch = tuple(draw(st.sampled_from((1, 2, 3, 5))) for _ in range(workers))
@@ -623,11 +712,12 @@ def example_strategy(draw, mode):
                               if d.steps[i].kind == "job"}))
                 for d in dags)
     return Example(mode, ntypes, dags, workers, claim_batch, batch_finish, cancel_runs,
-                   cancel_jobs, seq_cancels, ex_seed)
+                   cancel_jobs, seq_cancels, ex_seed, saga_ops, retries)
 
 
-def definition(dag, name, types=None):
-    """The start_run definition of a DAG; job types t0, t1 unless given."""
+def definition(dag, name, types=None, comp_type="tc"):
+    """The start_run definition of a DAG; job types t0, t1 unless given,
+    compensate jobs of comp_type."""
     types = types or ["t0", "t1"]
     steps = []
     for i, s in enumerate(dag.steps):
@@ -658,8 +748,15 @@ def definition(dag, name, types=None):
             d["kind"] = "external"
         if deps:
             d["depends_on"] = deps
+        if s.comp:
+            c = {"job_type": comp_type, "priority": s.comp[1], "max_attempts": s.comp[2]}
+            if s.comp[0]:
+                c["payload"] = {"undo": s.key}
+            d["compensate"] = c
         steps.append(d)
     out = {"name": name, "steps": steps}
+    if dag.comp_on_failure:
+        out["compensate_on"] = "failure"
     if dag.result_step is not None:
         out["result_step"] = f"s{dag.result_step}"
     return out
@@ -677,8 +774,11 @@ def fail_message(d, i, attempt):
     return f"failure {d}/{i}/{attempt}"
 
 
-def ext_args(step):
-    """(status, output, status_reason, error_code, error_message) of an external step."""
+def ext_args(step, retried=False):
+    """(status, output, status_reason, error_code, error_message) of an
+    external step; one that retry_run reset succeeds."""
+    if retried:
+        return "SUCCEEDED", {"ext": step.key, "retried": True}, None, None, None
     status = step.ext[0]
     if status == "SUCCEEDED":
         return status, {"ext": step.key}, None, None, None
@@ -953,7 +1053,8 @@ def counters_of(statuses):
             "steps_active": c["ENQUEUED"] + c["RUNNING"] + c["SLEEPING"],
             "steps_waiting": c["WAITING_FOR_EXTERNAL"],
             "steps_blocked": c["BLOCKED"],
-            "steps_succeeded": c["SUCCEEDED"],
+            # a step being or having been undone had succeeded
+            "steps_succeeded": c["SUCCEEDED"] + sum(c[x] for x in COMP_STATUSES),
             "steps_failed": c["FAILED"],
             "steps_canceled": c["CANCELED"]}
 
@@ -997,6 +1098,24 @@ class RunModel:
         self.calls = 0          # engine calls so far (sync counts them)
         self.step_ids = {}      # step -> its id, for the order (released_at, id)
         self.delayed = set()    # job steps whose job is not due (start_after_seconds)
+        # sagas and retry_run
+        self.comp = None        # the run's COMPENSATING, COMPENSATED or COMPENSATION_FAILED
+        self.comp_failed = 0    # compensations that failed
+        self.succ_call = {}     # step with a compensate job -> the call it succeeded in
+        self.comp_canceled = set()  # live steps the compensation canceled
+        self.comp_step = None   # the step whose compensation job is live
+        self.comp_pending = None  # candidates for the next compensation (engine's pick)
+        self.comp_order = []    # steps in the order their compensation started
+        self.comp_attempts = 0  # attempts of the live compensation job
+        self.comp_err = {}      # step -> the error code of its failed compensation
+        self.njobs = [0] * n    # job rows of each step (generations, compensation)
+        self.generation = [0] * n
+        self.retries = 0        # retry_run calls that moved the run
+        self.reset_steps = set()  # steps retry_run reset at least once
+        self.saga = False       # compensated or retried: history checked loosely
+        self.comp_starts = 0    # compensation_started events
+        self.comp_by_failure = 0  # of them, by a failure (compensate_on failure)
+        self.resets = 0         # step_reset events
         # start_run: the run's first status counts its root sleeps whose wake
         # time is past as sleeping; they wake (and cascade) in the same call,
         # after run_started
@@ -1017,6 +1136,7 @@ class RunModel:
         if step.kind == "job":
             self.status[i] = "ENQUEUED"
             self.job_status[i] = "QUEUED"
+            self.njobs[i] += 1
             if step.start_after:
                 self.delayed.add(i)
         elif step.kind == "sleep":
@@ -1112,6 +1232,15 @@ class RunModel:
         self.token[i] = token
         if self.job_status[i] is not None:
             self.job_status[i] = status
+        if status == "SUCCEEDED" and self.dag.steps[i].comp:
+            self.succ_call[i] = self.calls
+        if status == "FAILED" and self.dag.comp_on_failure and self.comp is None \
+                and not self.canceled:
+            # compensate_on failure: in the failing call, before anything
+            # more is released
+            self.comp_by_failure += 1
+            self.start_compensation()
+            return
         for j, mode in self.dependents[i]:
             self.dirty.add(j)
             self.pending[j] -= 1
@@ -1123,12 +1252,140 @@ class RunModel:
                 else:
                     self.finish(j, "CANCELED", ev_canceled(DEP, DEP_MESSAGE), DEP, DEP)
 
+    # --- sagas and retry_run
+
+    def start_compensation(self):
+        """compensate_run, or a failure of a run that compensates on
+        failure: live steps CANCELED (workflow.run_compensating), succeeded
+        steps without a compensate job COMPENSATED (workflow.no_compensation),
+        the run COMPENSATING, and the first compensation job."""
+        self.saga = True
+        self.comp_starts += 1
+        for i, st_ in enumerate(self.status):
+            if st_ in LIVE:
+                self.dirty.add(i)
+                self.status[i] = "CANCELED"
+                self.reason[i] = RUN_COMPENSATING
+                self.err[i] = RUN_COMPENSATING
+                self.output[i] = None
+                self.token[i] = ANY
+                self.comp_canceled.add(i)
+                self.wait_no.pop(i, None)
+                self.delayed.discard(i)
+                if self.job_status[i] in ("QUEUED", "RUNNING"):
+                    self.job_status[i] = "CANCELED"
+            elif st_ == "SUCCEEDED" and not self.dag.steps[i].comp:
+                self.dirty.add(i)
+                self.status[i] = "COMPENSATED"
+                self.reason[i] = NO_COMPENSATION
+        self.comp = "COMPENSATING"
+        self.advance()
+
+    def advance(self):
+        """The next compensation: of the succeeded step that finished last;
+        of two that finished in one call the engine picks (resolved by
+        pick_compensation at the next sync); or the run's end."""
+        left = [i for i, st_ in enumerate(self.status) if st_ == "SUCCEEDED"]
+        self.comp_step = None
+        if not left:
+            self.comp = "COMPENSATION_FAILED" if self.comp_failed else "COMPENSATED"
+            return
+        top = max(self.succ_call[i] for i in left)
+        cands = [i for i in left if self.succ_call[i] == top]
+        self.comp_pending = cands
+        if len(cands) == 1:
+            self.pick_compensation(cands[0])
+
+    def pick_compensation(self, i):
+        assert self.comp_pending is not None and i in self.comp_pending, (i, self.comp_pending)
+        self.comp_pending = None
+        self.dirty.add(i)
+        self.comp_step = i
+        self.comp_order.append(i)
+        self.status[i] = "COMPENSATING"
+        self.job_status[i] = "QUEUED"
+        self.njobs[i] += 1
+        self.generation[i] += 1
+        self.comp_attempts = 0
+        self.token[i] = ANY
+
+    def comp_claim(self):
+        i = self.comp_step
+        assert self.job_status[i] == "QUEUED", (i, self.job_status[i])
+        self.job_status[i] = "RUNNING"
+        self.comp_attempts += 1
+
+    def comp_retry(self):
+        self.job_status[self.comp_step] = "QUEUED"
+
+    def comp_end(self, ok, code=None):
+        i = self.comp_step
+        self.dirty.add(i)
+        self.job_status[i] = "SUCCEEDED" if ok else "FAILED"
+        if ok:
+            self.status[i] = "COMPENSATED"
+            self.reason[i] = None
+        else:
+            self.status[i] = "COMPENSATION_FAILED"
+            self.reason[i] = code
+            self.err[i] = code
+            self.comp_err[i] = code
+            self.comp_failed += 1
+        self.advance()
+
+    def retry(self):
+        """retry_run: FAILED steps and the steps canceled for an unsatisfied
+        dependency below them back to BLOCKED, counters recomputed, a new
+        job generation for a step that had a job; the ready ones released."""
+        self.saga = True
+        self.retries += 1
+        reset = set()
+        for i, st_ in enumerate(self.status):
+            if st_ == "FAILED" or (st_ == "CANCELED" and self.reason[i] == DEP and any(
+                    p in reset for p, _ in self.dag.steps[i].deps)):
+                reset.add(i)
+        self.resets += len(reset)
+        for i in sorted(reset):
+            s = self.dag.steps[i]
+            self.dirty.add(i)
+            self.reset_steps.add(i)
+            self.status[i] = "BLOCKED"
+            self.pending[i] = sum(1 for p, _ in s.deps if p in reset)
+            self.unsat[i] = sum(1 for p, mode in s.deps if mode == "on_success"
+                                and p not in reset and self.status[p] != "SUCCEEDED")
+            if self.job_status[i] is not None:
+                self.generation[i] += 1
+            self.job_status[i] = None
+            self.reason[i] = None
+            self.err[i] = None
+            self.output[i] = None
+            self.released[i] = False
+            self.attempts[i] = 0
+            self.token[i] = ANY
+            self.wait_no.pop(i, None)
+            self.delayed.discard(i)
+        ready = [i for i in reset if self.pending[i] == 0 and self.unsat[i] == 0]
+        for i in sorted(ready, key=lambda i: self.step_ids.get(i, i)):
+            if self.status[i] == "BLOCKED":
+                self._release(i)
+        return reset
+
     def cancel_run(self, reason):
         self.trace_run_status()
         self.run_trace.append(("run_canceled", {"from": self.traced_status, "reason": reason}))
         self.traced_status = "CANCELED"
+        if self.comp_step is not None:
+            # the compensation in flight stops
+            i = self.comp_step
+            self.dirty.add(i)
+            self.status[i] = "COMPENSATION_FAILED"
+            self.reason[i] = RUN_CANCELED
+            self.err[i] = RUN_CANCELED
+            self.job_status[i] = "CANCELED"
+            self.comp_step = None
+        self.comp = None
         for i, s in enumerate(self.status):
-            if s not in TERMINAL:
+            if s not in TERMINAL and s not in COMP_STATUSES:
                 self.trace[i].append(ev_canceled(RUN_CANCELED, reason))
                 self.dirty.add(i)
                 self.status[i] = "CANCELED"
@@ -1143,6 +1400,8 @@ class RunModel:
         self.canceled = True
 
     def run_status(self):
+        if self.comp is not None and not self.canceled:
+            return self.comp
         return run_status_of(self.status, self.canceled)
 
     def trace_run_status(self):
@@ -1266,6 +1525,9 @@ class ExampleRun:
         self.ex = ex
         self.exno = h.exno
         self.types = [f"model{self.exno}.{c}" for c in "ab"[:ex.ntypes]]
+        # compensate jobs: each run's of its own type, claimed on their own
+        # (two runs may be compensating at once)
+        self.comp_types = [f"model{self.exno}.undo{d}" for d in range(len(ex.dags))]
         self.lock = threading.Lock()
         self.problems = []
         self.stats = Counter()
@@ -1300,7 +1562,8 @@ class ExampleRun:
             self.stats[name] += n
 
     def cancel_possible(self, d):
-        return self.ex.cancel_runs[d] is not None or bool(self.ex.cancel_jobs[d])
+        return self.ex.cancel_runs[d] is not None or bool(self.ex.cancel_jobs[d]) or (
+            self.seq and self.models[d].comp is not None)
 
     def call(self, cur, what, sql, params=()):
         """Runs one statement in autocommit; retries workflow.release_conflict."""
@@ -1349,7 +1612,7 @@ class ExampleRun:
         """Each run is started by a client role of organization A, with no
         organization named: the engine puts it in the role's only one."""
         for d, dag in enumerate(self.ex.dags):
-            defn = definition(dag, f"model-{self.exno}-{d}", self.types)
+            defn = definition(dag, f"model-{self.exno}-{d}", self.types, self.comp_types[d])
             # a quarter of the runs keep their counters on the run row (the
             # default for runs this narrow); the rest shard every level of
             # two steps or more, into at most 2, 3 or 64 shards.  The client
@@ -1539,12 +1802,15 @@ class ExampleRun:
         elif action == "C":
             m.finish(i, "CANCELED", ev_canceled(JOB_CANCELED, SELF_CANCEL_REASON, a),
                      JOB_CANCELED, JOB_CANCELED)
+        elif action == "cancel_job" and i == m.comp_step:
+            # a compensation job canceled: its step's compensation failed
+            m.comp_end(False, JOB_CANCELED)
         elif action == "cancel_job":
             # the job is queued: its attempt is the attempts that count
             m.finish(i, "CANCELED", ev_canceled(JOB_CANCELED, SEQ_CANCEL_JOB_REASON,
                                                 m.attempts[i]), JOB_CANCELED, JOB_CANCELED)
         elif action == "X":
-            status, output, reason, code, _msg = ext_args(s)
+            status, output, reason, code, _msg = ext_args(s, i in m.reset_steps)
             m.finish(i, status, ev_external(s), reason, code, output)
         else:
             raise AssertionError(action)
@@ -1556,6 +1822,8 @@ class ExampleRun:
         m = self.models[d]
         run_id = self.run_ids[d]
         self.inc("lockstep_checks")
+        if m.comp_pending is not None:
+            self.resolve_compensation(cur, d, after)
         m.trace_run_status()
         for mm in self.models:
             mm.calls += 1
@@ -1594,17 +1862,195 @@ class ExampleRun:
                 bad.append(f"s{i} ({step.kind}, {row['status']}) wake_at"
                            f" {'set' if row['has_wake'] else 'NULL'}, model"
                            f" {'set' if want_wake else 'NULL'}")
-            if i in m.run_canceled_steps:
+            if i in m.run_canceled_steps or i in m.comp_canceled:
                 continue
             exp_pending = m.pending[i] if m.status[i] == "BLOCKED" else 0
             if row["pending"] != exp_pending:
                 bad.append(f"s{i} dependency_count_pending {row['pending']}, model {exp_pending}")
             if row["unsat"] != m.unsat[i]:
                 bad.append(f"s{i} dependency_count_unsatisfied {row['unsat']}, model {m.unsat[i]}")
+        if m.saga:
+            bad += self.saga_invariants(cur, d)
         if bad:
             self.problem(f"lockstep: dag {d} after {after} (last event {self.last_event}): "
                          + "; ".join(bad[:12]) + (" ..." if len(bad) > 12 else ""))
             raise Diverged()
+
+    # --- sagas and retry_run (sequential block)
+
+    def resolve_compensation(self, cur, d, after):
+        """Two steps that succeeded in one call (complete_jobs): which of
+        them the engine undoes first is its choice (the order in which the
+        call drew their completion_seq); it must be one of them."""
+        m = self.models[d]
+        r = self.call(cur, "compensating step", "SELECT step_key FROM workflow.workflow_steps"
+                      " WHERE workflow_run_id = %s AND status = 'COMPENSATING'",
+                      (self.run_ids[d],))
+        keys = [row["step_key"] for row in r.rows or []]
+        cands = m.comp_pending
+        if len(keys) != 1 or int(keys[0][1:]) not in cands:
+            self.problem(f"lockstep: dag {d} after {after} (last event {self.last_event}):"
+                         f" compensating {keys}, expected one of"
+                         f" {[f's{i}' for i in cands]} (succeeded in the latest call)")
+            raise Diverged()
+        self.inc("compensation_picks")
+        m.pick_compensation(int(keys[0][1:]))
+
+    def saga_invariants(self, cur, d):
+        """After each call on a compensated or retried run: verify(run) is
+        empty, at most one live compensation job, a COMPENSATED run has no
+        COMPENSATION_FAILED step, and the run's compensations_failed is
+        the model's."""
+        self.inc("saga_checks")
+        bad = []
+        run_id = self.run_ids[d]
+        m = self.models[d]
+        r = self.call(cur, "saga state", "SELECT r.status::text AS status,"
+                      " r.compensations_failed AS failed,"
+                      " (SELECT count(*) FROM workflow.job_queue j WHERE j.workflow_run_id = r.id"
+                      "  AND j.compensation AND j.status IN ('QUEUED', 'RUNNING')) AS live,"
+                      " (SELECT count(*) FROM workflow.workflow_steps s"
+                      "  WHERE s.workflow_run_id = r.id AND s.status = 'COMPENSATION_FAILED')"
+                      "  AS comp_failed"
+                      " FROM workflow.workflow_runs r WHERE r.id = %s", (run_id,))
+        if not r.ok:
+            return [f"reading the saga state: {r!r}"]
+        row = r.rows[0]
+        if row["live"] > 1:
+            bad.append(f"{row['live']} live compensation jobs")
+        if row["live"] != (1 if m.comp_step is not None else 0):
+            bad.append(f"{row['live']} live compensation jobs, model"
+                       f" {'s%d' % m.comp_step if m.comp_step is not None else 'none'}")
+        if row["status"] == "COMPENSATED" and row["comp_failed"]:
+            bad.append(f"COMPENSATED with {row['comp_failed']} COMPENSATION_FAILED steps")
+        if row["failed"] != m.comp_failed:
+            bad.append(f"compensations_failed {row['failed']}, model {m.comp_failed}")
+        v = self.call(self.h.cursor_as("su"), "verify", "SELECT step_key, problem, expected,"
+                      " actual FROM workflow.verify(%s)", (run_id,))
+        if not v.ok:
+            bad.append(f"verify() failed: {v!r}")
+        for row in (v.rows or [])[:5]:
+            bad.append(f"verify(): {row['step_key'] or 'run'}: {row['problem']}: expected"
+                       f" {row['expected']}, actual {row['actual']}")
+        return bad
+
+    def seq_compensate(self, d):
+        """compensate_run by the tenant admin: from RUNNING,
+        WAITING_FOR_EXTERNAL or COMPLETED_WITH_ERRORS it starts the
+        compensation; a run being or having been compensated returns its
+        status; SUCCEEDED and CANCELED are no move of the state machine."""
+        m = self.models[d]
+        cur = self.h.cursor_as(ADMIN_ROLE)
+        before = m.run_status()
+        self.last_event = f"compensate_run dag {d} ({before})"
+        r = self.call(cur, "compensate_run", "SELECT workflow.compensate_run(%s, %s) AS s",
+                      (self.run_ids[d], SEQ_COMPENSATE_REASON))
+        if before in ("RUNNING", "WAITING_FOR_EXTERNAL", "COMPLETED_WITH_ERRORS"):
+            if not r.ok:
+                self.unexpected(r, self.last_event)
+                raise Diverged()
+            self.inc("compensate_runs")
+            m.start_compensation()
+            if r.rows[0]["s"] != m.run_status():
+                self.problem(f"{self.last_event} returned {r.rows[0]['s']}, model"
+                             f" {m.run_status()}")
+        elif before in COMP_STATUSES:
+            self.inc("compensate_repeats")
+            if not r.ok or r.rows[0]["s"] != before:
+                self.problem(f"{self.last_event}: {r!r} {r.rows if r.ok else ''}, expected"
+                             f" {before}")
+        else:
+            self.inc("compensate_refused")
+            if not r.is_("55000", INVALID_MOVE):
+                self.problem(f"{self.last_event}: {r!r}, expected {INVALID_MOVE}")
+        self.sync(cur, d, "compensate_run")
+
+    def seq_retry(self, d):
+        """retry_run by the tenant admin: a COMPLETED_WITH_ERRORS run with a
+        FAILED step runs again; a live run returns its status; any other
+        finished run, or one whose errors are only canceled steps, is no
+        move of the state machine."""
+        m = self.models[d]
+        cur = self.h.cursor_as(ADMIN_ROLE)
+        before = m.run_status()
+        self.last_event = f"retry_run dag {d} ({before})"
+        r = self.call(cur, "retry_run", "SELECT workflow.retry_run(%s) AS s", (self.run_ids[d],))
+        if before == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status:
+            if not r.ok:
+                self.unexpected(r, self.last_event)
+                raise Diverged()
+            reset = m.retry()
+            self.inc("retry_runs")
+            self.inc("reset_steps", len(reset))
+            for i in reset:
+                self.ext_first.pop((d, i), None)
+            if r.rows[0]["s"] != m.run_status():
+                self.problem(f"{self.last_event} returned {r.rows[0]['s']}, model"
+                             f" {m.run_status()}")
+        elif before in RUN_TERMINAL:
+            self.inc("retry_refused")
+            if not r.is_("55000", INVALID_MOVE):
+                self.problem(f"{self.last_event}: {r!r}, expected {INVALID_MOVE}")
+        else:
+            self.inc("retry_repeats")
+            if not r.ok or r.rows[0]["s"] != before:
+                self.problem(f"{self.last_event}: {r!r} {r.rows if r.ok else ''}, expected"
+                             f" {before}")
+        self.sync(cur, d, "retry_run")
+
+    def seq_comp_job(self, cur, d):
+        """A worker claims the run's compensation job (its own job type) and
+        ends it as the step's compensate outcome says: completed, failed for
+        good, or failed (retryable) and completed on the next attempt."""
+        m = self.models[d]
+        i = m.comp_step
+        s = self.ex.dags[d].steps[i]
+        r = self.call(cur, "claim", "SELECT * FROM workflow.claim('seq', %s::text[], 4)",
+                      ([self.comp_types[d]],))
+        if not r.ok:
+            self.unexpected(r, "claim of a compensation job")
+            raise Diverged()
+        if len(r.rows) != 1 or self.step_of.get(r.rows[0]["workflow_step_id"]) != (d, i):
+            self.problem(f"claim of the compensation job of {self.key(d, i)} returned"
+                         f" {[self.step_of.get(x['workflow_step_id']) for x in r.rows]}")
+            raise Diverged()
+        row = r.rows[0]
+        m.comp_claim()
+        self.last_event = f"claim of the compensation job of {self.key(d, i)}"
+        # compensate.payload, else the step's own payload (an external step's is {})
+        payload = {"undo": s.key} if s.comp[0] else ({"i": i} if s.kind == "job" else {})
+        want = {"job_type": self.comp_types[d], "priority": s.comp[1], "max_attempts": s.comp[2],
+                "attempt": m.comp_attempts, "workflow_run_id": self.run_ids[d],
+                "organization_id": ORG_A, "status": "RUNNING",
+                "payload": {"step_key": s.key, "output": m.output[i], "payload": payload}}
+        for k, v in want.items():
+            if row[k] != v:
+                self.problem(f"compensation job of {self.key(d, i)}: {k} = {row[k]!r},"
+                             f" expected {v!r}")
+        self.sync(cur, d, "claim of a compensation job")
+        outcome = s.comp[3]
+        if outcome == "S" or (outcome == "FS" and m.comp_attempts >= 2):
+            r = self.call(cur, "complete_job", "SELECT workflow.complete_job(%s, %s, %s)",
+                          (row["id"], row["lease_token"], Jsonb({"undone": s.key})))
+            what = "completed"
+        else:
+            retry = outcome == "FS"
+            r = self.call(cur, "fail_job", "SELECT workflow.fail_job(%s, %s, %s, %s, %s)",
+                          (row["id"], row["lease_token"], f"c.{s.key}",
+                           f"compensation of {s.key} failed", retry))
+            what = "failed, retryable" if retry else "failed"
+        self.last_event = f"compensation job of {self.key(d, i)} {what}"
+        if not r.ok:
+            self.unexpected(r, self.last_event)
+            raise Diverged()
+        self.inc("compensation_jobs")
+        if what == "completed":
+            m.comp_end(True)
+        elif what == "failed":
+            m.comp_end(False, f"c.{s.key}")
+        else:
+            m.comp_retry()
+        self.sync(cur, d, self.last_event)
 
     # --- one claimed batch
 
@@ -1653,8 +2099,14 @@ class ExampleRun:
             with self.lock:
                 k = self.claims.get((row["id"], a), 0)
                 self.claims[(row["id"], a)] = k + 1
-            releases, final = s.script[a - 1]
-            action = "R" if k < releases else final
+            gen = self.models[d].generation[i] if self.seq else 0
+            if gen:
+                # a job retry_run gave a new generation: it succeeds, or
+                # fails for good in one of three generations
+                action = "S" if (i * 7 + gen) % 3 else "FN"
+            else:
+                releases, final = s.script[a - 1]
+                action = "R" if k < releases else final
             self.inc("act_" + action)
             items.append((row, d, i, a, action))
         groups = {o: [x for x in items if x[4] == o] for o in ("S", "FR", "FN", "R", "E", "C")}
@@ -1898,7 +2350,8 @@ class ExampleRun:
 
     def complete_external(self, cur, d, i, rng):
         s = self.ex.dags[d].steps[i]
-        status, output, reason, code, msg = ext_args(s)
+        status, output, reason, code, msg = ext_args(
+            s, self.seq and i in self.models[d].reset_steps)
         sql = ("SELECT status::text AS status, output, status_reason, last_error_code,"
                " last_error_message, finished_at FROM workflow.complete_external_step("
                "%s, %s, %s::workflow.step_status, %s, %s, %s, %s)")
@@ -2120,6 +2573,10 @@ class ExampleRun:
         """Moves the wake time of some due timers into the past, then
         fire_timers with a batch size of all of them, fewer, or the default."""
         pick = rng.sample(timers, rng.randint(1, min(len(timers), 4)))
+        if any(self.ex.dags[d].comp_on_failure for d, _ in pick):
+            # a timeout that fails a step starts the run's compensation,
+            # which cancels the run's other timers: one at a time
+            pick = pick[:1]
         moved = self.move_wake(pick)
         # those a smaller batch left are due still
         pick = sorted(set(pick) | (self.moved_pending & set(timers)))
@@ -2243,6 +2700,7 @@ class ExampleRun:
                             and s.event[3][self.send_pos.get((d, i), 0)][0] == "early":
                         self.seq_send(client, d, i)
             cancels = list(self.ex.seq_cancels)
+            saga_ops = list(self.ex.saga_ops)
             event = 0
             senders = [(d, i) for d, dag in enumerate(self.ex.dags)
                        for i, s in enumerate(dag.steps) if s.kind == "event" and s.event[3]]
@@ -2251,6 +2709,16 @@ class ExampleRun:
             while True:
                 while cancels and cancels[0][0] <= event:
                     self.seq_cancel(client, cancels.pop(0))
+                while saga_ops and saga_ops[0][0] <= event:
+                    self.seq_compensate(saga_ops.pop(0)[1])
+                if rng.random() < 0.03:
+                    # retry_run or compensate_run where it moves nothing
+                    d = rng.randrange(len(self.models))
+                    st_ = self.models[d].run_status()
+                    if st_ != "COMPLETED_WITH_ERRORS" or "FAILED" not in self.models[d].status:
+                        self.seq_retry(d)
+                    if st_ not in ("RUNNING", "WAITING_FOR_EXTERNAL", "COMPLETED_WITH_ERRORS"):
+                        self.seq_compensate(d)
                 if rng.random() < 0.05:
                     self.complete_blocked_external(client, rng)
                 if rng.random() < 0.03:
@@ -2267,7 +2735,17 @@ class ExampleRun:
                          if self.next_send(d, i, self.models[d].status[i])]
                 timers = [(d, i) for d, i in timed
                           if self.timer_due(d, i, self.models[d].status[i])]
-                if not waiting and not queued and not sends and not timers and not delayed:
+                comps = [d for d, m in enumerate(self.models) if m.comp_step is not None
+                         and m.job_status[m.comp_step] == "QUEUED"]
+                retries = [d for d, m in enumerate(self.models)
+                           if m.run_status() == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status
+                           and m.retries < self.ex.retries]
+                if not waiting and not queued and not sends and not timers and not delayed \
+                        and not comps and not retries and saga_ops:
+                    self.seq_compensate(saga_ops.pop(0)[1])
+                    continue
+                if not waiting and not queued and not sends and not timers and not delayed \
+                        and not comps and not retries:
                     # an event step whose name another step's event went to
                     stuck = [(d, i) for d, i in timed if self.models[d].status[i]
                              == "WAITING_FOR_EXTERNAL"]
@@ -2277,8 +2755,13 @@ class ExampleRun:
                     continue
                 what = rng.choice(["claim"] * 3 * bool(queued) + ["ext"] * bool(waiting)
                                   + ["send"] * bool(sends) + ["fire"] * bool(timers)
-                                  + ["undelay"] * bool(delayed))
-                if what == "undelay":
+                                  + ["undelay"] * bool(delayed) + ["comp"] * 2 * bool(comps)
+                                  + ["retry"] * bool(retries))
+                if what == "comp":
+                    self.seq_comp_job(cur, rng.choice(comps))
+                elif what == "retry":
+                    self.seq_retry(rng.choice(retries))
+                elif what == "undelay":
                     self.seq_undelay(cur, *rng.choice(delayed))
                 elif what == "send":
                     self.seq_send(client, *rng.choice(sends))
@@ -2300,7 +2783,8 @@ class ExampleRun:
             if r.rows:
                 self.problem(f"claim found {len(r.rows)} jobs after every run finished")
             for d, m in enumerate(self.models):
-                if m.run_status() in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+                if m.run_status() in ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "COMPENSATED",
+                                      "COMPENSATION_FAILED"):
                     r = self.call(client, "cancel_run", "SELECT workflow.cancel_run(%s) AS s",
                                   (self.run_ids[d],))
                     if not r.is_("55000", "workflow.run_already_terminal"):
@@ -2353,7 +2837,8 @@ class ExampleRun:
             r = self.call(cur, "cancel_run", "SELECT workflow.cancel_run(%s, %s) AS s",
                           (run_id, SEQ_CANCEL_RUN_REASON))
             self.last_event = f"cancel_run dag {d}"
-            if before in ("SUCCEEDED", "COMPLETED_WITH_ERRORS"):
+            if before in ("SUCCEEDED", "COMPLETED_WITH_ERRORS", "COMPENSATED",
+                          "COMPENSATION_FAILED"):
                 if not r.is_("55000", "workflow.run_already_terminal"):
                     self.problem(f"cancel_run of dag {d}, {before}: {r!r}")
             elif not r.ok or r.rows[0]["s"] != "CANCELED":
@@ -2711,7 +3196,7 @@ class ExampleRun:
         jobs = self.call(cur, "jobs", "SELECT j.id, j.workflow_step_id, j.workflow_run_id,"
                          " j.status::text AS status, j.attempt, j.max_attempts, j.priority,"
                          " j.job_type, j.timeout_seconds, j.output, j.last_error_code,"
-                         " j.organization_id,"
+                         " j.organization_id, j.compensation, j.generation,"
                          " j.lease_token IS NOT NULL AS token"
                          " FROM workflow.workflow_steps s JOIN workflow.job_queue j"
                          " ON j.workflow_step_id = s.id WHERE s.workflow_run_id = %s",
@@ -2740,9 +3225,11 @@ class ExampleRun:
             if any(s not in TERMINAL for s in statuses):
                 bad("a step of the canceled run is not terminal: "
                     + ", ".join(f"s{i} {s}" for i, s in enumerate(statuses) if s not in TERMINAL))
+        elif self.seq:
+            want_status = self.models[d].run_status()
+            want_counts = counters_of([f.status for f in finals])
         else:
-            want_status = run_status_of([f.status for f in finals],
-                                        self.seq and self.models[d].canceled)
+            want_status = run_status_of([f.status for f in finals])
             want_counts = counters_of([f.status for f in finals])
         if run["status"] != want_status:
             bad(f"run status {run['status']}, expected {want_status}")
@@ -2782,22 +3269,40 @@ class ExampleRun:
                 bad(f"{where} dependency_count_total {row['total']}, expected {len(s.deps)}")
             if row["finished_at"] is None and row["status"] in TERMINAL:
                 bad(f"{where} finished_at NULL")
-            if len(js) > 1:
+            m = self.models[d] if self.seq else None
+            if len(js) > (m.njobs[i] if m else 1):
                 bad(f"{where} has {len(js)} jobs")
-            job = js[0] if js else None
+            # the step's job of its latest generation: a job retry_run gave
+            # it, or its compensation job
+            # (a step retry_run reset has none until it is released again)
+            job = next((j for j in js if j["id"] == row["job_id"]), None)
+            if row["job_id"] is not None and job is None:
+                bad(f"{where} job_id does not name its job")
+            if js and row["job_id"] is None and not (m and m.generation[i]):
+                bad(f"{where} has jobs but no job_id")
+            comp_job = job is not None and job["compensation"]
             if job is not None:
-                if row["job_id"] != job["id"]:
-                    bad(f"{where} job_id does not name its job")
-                for k, v in (("job_type", self.types[s.type_index]), ("priority", s.priority),
-                             ("max_attempts", s.max_attempts), ("timeout_seconds", s.timeout),
-                             ("workflow_run_id", run_id)):
+                want_gen = m.generation[i] if m else 0
+                if job["generation"] != want_gen:
+                    bad(f"{where} job generation {job['generation']}, expected {want_gen}")
+                if comp_job != (m is not None and i in m.comp_order):
+                    bad(f"{where} job compensation {job['compensation']}")
+                if comp_job:
+                    want = (("job_type", self.comp_types[d]), ("priority", s.comp[1]),
+                            ("max_attempts", s.comp[2]), ("workflow_run_id", run_id))
+                else:
+                    want = (("job_type", self.types[s.type_index]), ("priority", s.priority),
+                            ("max_attempts", s.max_attempts), ("timeout_seconds", s.timeout),
+                            ("workflow_run_id", run_id))
+                for k, v in want:
                     if job[k] != v:
                         bad(f"{where} job {k} {job[k]!r}, expected {v!r}")
             if weak:
                 self.check_weak_step(d, i, row, job, bad)
                 continue
             f = finals[i]
-            run_canceled_step = self.seq and i in self.models[d].run_canceled_steps
+            run_canceled_step = self.seq and (i in self.models[d].run_canceled_steps
+                                              or i in self.models[d].comp_canceled)
             if row["status"] != f.status:
                 bad(f"{where} status {row['status']}, expected {f.status}")
             if f.reason is not ANY and row["status_reason"] != f.reason:
@@ -2814,13 +3319,16 @@ class ExampleRun:
                     bad(f"{where} dependency_count_pending {row['pending']}, expected 0")
                 if row["unsat"] != f.unsat:
                     bad(f"{where} dependency_count_unsatisfied {row['unsat']}, expected {f.unsat}")
-            want_jobs = 1 if (s.kind == "job" and f.released) else 0
+            want_jobs = m.njobs[i] if m else 1 if (s.kind == "job" and f.released) else 0
             if len(js) != want_jobs:
                 bad(f"{where} has {len(js)} jobs, expected {want_jobs}")
             if job is None:
                 continue
             if job["status"] != f.job_status:
                 bad(f"{where} job status {job['status']}, expected {f.job_status}")
+            if comp_job:
+                # its outcome is the step's: checked above
+                continue
             if f.attempts_at_most:
                 if job["attempt"] > f.attempts:
                     bad(f"{where} job attempt {job['attempt']}, at most {f.attempts} expected")
@@ -2918,7 +3426,8 @@ class ExampleRun:
         for i, s in enumerate(dag.steps):
             row = by_key[i]
             mine = [x for x in rows if x["consumer"] == s.key]
-            if s.kind != "event" or row["status"] != "SUCCEEDED":
+            # an event step a compensation marked COMPENSATED took its event
+            if s.kind != "event" or row["status"] not in ("SUCCEEDED", "COMPENSATED"):
                 if mine:
                     bad(f"s{i} ({s.kind}, {row['status']}) consumed {len(mine)} events")
                 continue
@@ -2969,6 +3478,9 @@ class ExampleRun:
             else:
                 steps[int(key[1:])].append(e)
         self.hist[d] = (steps, run_events)
+        if self.seq and self.models[d].saga:
+            self.check_saga_history(d, r.rows, run_events, run, bad)
+            return
 
         # the run: run_started first, each change from the status before,
         # the one terminal change last of all, to the run's status
@@ -3088,6 +3600,38 @@ class ExampleRun:
         self.inc("history_traced", traced)
         self.inc("history_seconds", time.monotonic() - t0)
 
+    def check_saga_history(self, d, rows, run_events, run, bad):
+        """A compensated or retried run's history: its compensation_started,
+        run_retried and step_reset events, the step_compensating events in
+        the order the model undid the steps, their completion_seq strictly
+        falling, and the last status change ending in the run's status."""
+        m = self.models[d]
+        self.inc("saga_histories")
+        kinds = Counter(k for k, _ in run_events)
+        if kinds["compensation_started"] != m.comp_starts:
+            bad(f"history: {kinds['compensation_started']} compensation_started, model"
+                f" {m.comp_starts}")
+        if kinds["run_retried"] != m.retries:
+            bad(f"history: {kinds['run_retried']} run_retried, model {m.retries}")
+        resets = sum(1 for row in rows if row["event_type"] == "step_reset")
+        if resets != m.resets:
+            bad(f"history: {resets} step_reset, model {m.resets}")
+        comp = [(row["step_key"], row["detail"]) for row in rows
+                if row["event_type"] == "step_compensating"]
+        order = [k for k, _ in comp]
+        want = [f"s{i}" for i in m.comp_order]
+        if order != want:
+            bad(f"history: compensations in the order {order}, model {want}")
+        seqs = [det.get("completion_seq") for _, det in comp]
+        if any(not isinstance(x, int) for x in seqs) or any(
+                a <= b for a, b in zip(seqs, seqs[1:])):
+            bad(f"history: completion_seq of the compensations {seqs}, not strictly falling")
+        moves = [det.get("to") if k != "run_canceled" else "CANCELED" for k, det in run_events
+                 if k in ("run_status_changed", "run_canceled")]
+        if not moves or moves[-1] != run["status"]:
+            bad(f"history: the run's last move is to {moves[-1:]}, the run is {run['status']}")
+        self.inc("compensations_checked", len(comp))
+
     def check_weak_step(self, d, i, row, job, bad):
         """A step of a run that cancel_run canceled: whatever finished did so
         as its own script says."""
@@ -3139,7 +3683,8 @@ class ExampleRun:
                     if self.seq:
                         self.inc("exact_checks")
                         finals = self.models[d].finals()
-                        if not self.models[d].canceled and not dag.shares_names() and not any(
+                        if not self.models[d].canceled and not dag.shares_names() and \
+                                not self.models[d].saga and not any(
                                 c[1] == "job" and c[2] == d for c in self.ex.seq_cancels):
                             # the two models agree, their traces included
                             pred = predict(dag, d, worker=RunModel.WORKER)
@@ -3148,6 +3693,10 @@ class ExampleRun:
                                 self.problem(f"model self-check: dag {d} steps {diff[:5]}:"
                                              f" s{diff[0]} " + final_diff(pred[diff[0]],
                                                                            finals[diff[0]]))
+                        m = self.models[d]
+                        self.inc("compensations_on_failure", m.comp_by_failure)
+                        if m.saga:
+                            self.inc(f"saga_runs_{m.run_status()}")
                         for msg in self.check_final(cur, d, finals):
                             self.problem(msg)
                     elif d in self.canceled_runs:
@@ -3316,7 +3865,7 @@ def setup():
     ALTER DATABASE and ALTER ROLE.  Then checks, as each role, that the
     settings and the confinement are in force."""
     global ORG_A, ORG_B
-    login_roles = [WORKER_ROLE] + [role for role, _w, _n in SHARD_CLIENTS.values()]
+    login_roles = [WORKER_ROLE, ADMIN_ROLE] + [role for role, _w, _n in SHARD_CLIENTS.values()]
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DBNAME}")
         # roles belong to the cluster: an earlier run's are dropped first
@@ -3333,6 +3882,8 @@ def setup():
         c.execute(f"CREATE ROLE {WORKER_ROLE} LOGIN PASSWORD '{ROLE_PASSWORDS[WORKER_ROLE]}'"
                   " IN ROLE workflow_worker, workflow_reader")
         c.execute(f"CREATE ROLE {CLIENTS_GROUP} NOLOGIN IN ROLE workflow_client, workflow_reader")
+        c.execute(f"CREATE ROLE {ADMIN_ROLE} LOGIN PASSWORD '{ROLE_PASSWORDS[ADMIN_ROLE]}'"
+                  " IN ROLE workflow_admin, workflow_reader")
         for role, width, shards in SHARD_CLIENTS.values():
             c.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORDS[role]}'"
                       f" IN ROLE {CLIENTS_GROUP}")
@@ -3340,7 +3891,7 @@ def setup():
                       f" SET workflow.counter_shard_min_width = {width}")
             c.execute(f"ALTER ROLE {role} IN DATABASE {DBNAME} SET workflow.counter_shards = {shards}")
         # the worker directly, the clients through their group role
-        for role in (WORKER_ROLE, CLIENTS_GROUP):
+        for role in (WORKER_ROLE, CLIENTS_GROUP, ADMIN_ROLE):
             if not c.execute("SELECT workflow.grant_organization(%s, %s)", (role, ORG_A)).fetchone()[0]:
                 raise SystemExit(f"grant_organization({role}) granted nothing")
         delay = c.execute("SHOW workflow.retry_base_delay_ms").fetchone()[0]
@@ -3348,7 +3899,7 @@ def setup():
             raise SystemExit(f"workflow.retry_base_delay_ms is {delay}, not 0")
 
     # as each role: its settings once the library is loaded, its organization
-    want = {WORKER_ROLE: (None, None)}
+    want = {WORKER_ROLE: (None, None), ADMIN_ROLE: (None, None)}
     want.update({role: (str(width), str(shards)) for role, width, shards in SHARD_CLIENTS.values()})
     for role, (width, shards) in want.items():
         with psycopg.connect(dbname=DBNAME, user=role, password=ROLE_PASSWORDS[role],
@@ -3410,7 +3961,9 @@ def main():
     try:
         setup()
         h = Harness()
-        blocks = [Block(n, m, e, b, k) for k, (n, m, e, b) in enumerate(BLOCKS)]
+        only = [x for x in os.environ.get("MODEL_BLOCKS", "").split(",") if x]
+        blocks = [Block(n, m, e, b, k) for k, (n, m, e, b) in enumerate(BLOCKS)
+                  if not only or n in only]
         deadline = t0 + TOTAL_BUDGET - SHRINK_BUDGET
         for b in blocks:
             b.run(h, deadline)
@@ -3477,6 +4030,18 @@ def main():
               f" {total['full_checks']} concurrent runs against the reference model,"
               f" {total['weak_checks']} canceled runs on the weaker invariants;"
               f" {sum(b.shrink_runs for b in blocks)} shrink runs not counted")
+        print(f"# sagas: {total['compensate_runs']} compensate_run calls that started a"
+              f" compensation ({total['compensate_repeats']} on runs compensating or compensated,"
+              f" {total['compensate_refused']} refused), {total['compensation_jobs']} compensation"
+              f" job outcomes, {total['compensation_picks']} picks between steps one call"
+              f" completed, {total['compensations_checked']} compensations checked in order in"
+              f" {total['saga_histories']} histories, {total['retry_runs']} retry_run calls that"
+              f" reset {total['reset_steps']} steps ({total['retry_repeats']} on live runs,"
+              f" {total['retry_refused']} refused), {total['saga_checks']} saga invariant checks;"
+              f" {total['compensations_on_failure']} compensations started by a failure"
+              f" (compensate_on failure); compensated or retried runs ended "
+              + ", ".join(f"{k[10:]} {v}" for k, v in sorted(total.items())
+                          if k.startswith("saga_runs_")))
         print(f"# history: {total['history_checks']} runs' histories read with run_history and"
               f" checked against the models ({total['history_events']} events; the events of"
               f" {total['history_traced']} of the {total['steps']} steps compared one by one"
