@@ -86,7 +86,7 @@ MODES = {
         peers_batched=40000, peers_single=6000, peers_steps=20000, peers_wide=20000,
         peers_warmup=30, peers_latency=5, peers_wake=5,
         timer_steps=10000, timer_runs=(1000, 10),
-        saga_steps=2000, join_width=100,
+        saga_steps=10000, join_width=100,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
