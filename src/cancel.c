@@ -240,8 +240,7 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 	status = LockRunToStop(fcinfo, ending->reason_required, &run_id, &reason);
 	if (strcmp(status, ending->status) == 0)
 	{
-		SPI_finish();
-		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, ending->status));
+		PG_RETURN_DATUM(WfRunStatusResult(fcinfo, ending->status));
 	}
 	CheckEndingMove(run_id, status, ending);
 
@@ -259,8 +258,7 @@ EndRun(FunctionCallInfo fcinfo, const RunEnding *ending)
 
 	/* 6. its counter shards, if any, then the run, once, last */
 	FinishCanceledRun(run_id, ncanceled, status, reason, ending);
-	SPI_finish();
-	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, ending->status));
+	PG_RETURN_DATUM(WfRunStatusResult(fcinfo, ending->status));
 }
 
 /*
@@ -293,8 +291,7 @@ CompensateRun(PG_FUNCTION_ARGS)
 		WfAdvanceCompensation(run_id, 0);
 		status = WfFindRun(run_id, NULL);
 	}
-	SPI_finish();
-	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));
 }
 
 /* CancelRun cancels a run: workflow.cancel_run. */

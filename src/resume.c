@@ -98,8 +98,7 @@ ResumeRun(PG_FUNCTION_ARGS)
 		/* a live run has nothing held: resumed already, or never blocked */
 		if (WfRunStatusTerminal(status))
 			WfCheckRunMove(run_id, status, "RUNNING", WF_CALL_RESUME_RUN);
-		SPI_finish();
-		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
+		PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));
 	}
 
 	nheld = LockHeldSteps(run_id, &held, &shard);
@@ -122,8 +121,7 @@ ResumeRun(PG_FUNCTION_ARGS)
 	WfFinishPending();
 
 	status = WfFindRun(run_id, NULL);
-	SPI_finish();
-	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));
 }
 
 WF_OWNER_ENTRY(workflow_resume_run, ResumeRun)

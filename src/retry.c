@@ -202,8 +202,7 @@ RetryRun(PG_FUNCTION_ARGS)
 		/* a live run is retried already, or has nothing to retry yet */
 		if (WfRunStatusTerminal(status))
 			WfCheckRunMove(run_id, status, "RUNNING", WF_CALL_RETRY_RUN);
-		SPI_finish();
-		PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
+		PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));
 	}
 
 	n = LockStepsToReset(run_id, &steps);
@@ -236,8 +235,7 @@ RetryRun(PG_FUNCTION_ARGS)
 	ClearShardedOutcomes(run_id);
 
 	status = WfFindRun(run_id, NULL);
-	SPI_finish();
-	PG_RETURN_DATUM(WfRunStatusDatum(fcinfo, status));
+	PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));
 }
 
 WF_OWNER_ENTRY(workflow_retry_run, RetryRun)

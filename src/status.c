@@ -263,12 +263,20 @@ WfLockRunForCall(const pg_uuid_t *run_id, const pg_uuid_t *org)
 	return WfFindRun(run_id, NULL);
 }
 
-/* WfRunStatusDatum returns a label of fcinfo's run_status result type. */
+/*
+ * WfRunStatusResult returns the label status of fcinfo's run_status result
+ * type, and disconnects from SPI: status may live in SPI's memory, so it
+ * is read first.
+ */
 Datum
-WfRunStatusDatum(FunctionCallInfo fcinfo, const char *status)
+WfRunStatusResult(FunctionCallInfo fcinfo, const char *status)
 {
-	return DirectFunctionCall2(enum_in, CStringGetDatum(status),
-							   ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
+	Datum		result;
+
+	result = DirectFunctionCall2(enum_in, CStringGetDatum(status),
+								 ObjectIdGetDatum(get_fn_expr_rettype(fcinfo->flinfo)));
+	SPI_finish();
+	return result;
 }
 
 /*

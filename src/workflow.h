@@ -222,7 +222,7 @@ extern void WfRunDeltaCall(const pg_uuid_t *run_id, int16 shard,
 						   WfRunCall call);
 extern char *WfFindRun(const pg_uuid_t *run_id, const pg_uuid_t *org);
 extern char *WfLockRunForCall(const pg_uuid_t *run_id, const pg_uuid_t *org);
-extern Datum WfRunStatusDatum(FunctionCallInfo fcinfo, const char *status);
+extern Datum WfRunStatusResult(FunctionCallInfo fcinfo, const char *status);
 extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
 extern bool WfHasRunDeltas(void);
