@@ -1383,6 +1383,8 @@ class RunModel:
             self.err[i] = RUN_CANCELED
             self.job_status[i] = "CANCELED"
             self.comp_step = None
+            # a stopped compensation counts as one that failed
+            self.comp_failed += 1
         self.comp = None
         for i, s in enumerate(self.status):
             if s not in TERMINAL and s not in COMP_STATUSES:
