@@ -247,7 +247,7 @@ def targets(S, ref, meta, rows):
             if get("history.events.autovacuum", c) else "?") if a and b else "")
     peers_targets(S, ref, c, rows, add)
     timers_targets(S, ref, c, cfg, rows, add)
-    sagas_targets(S, rows, add)
+    sagas_targets(S, cfg, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -541,11 +541,12 @@ def timers_targets(S, ref, c, cfg, rows, add):
             "%.2f" % (e["median"] / ref[c]) if c in ref else "-") if e and r else "")
 
 
-def sagas_targets(S, rows, add):
+def sagas_targets(S, cfg, rows, add):
     f, b = S.get(("sagas.chain.forward", 1)), S.get(("sagas.chain.compensate", 1))
     if f and b:
         add("compensate_run of a %d-step succeeded chain: its compensation jobs, steps/s"
-            " x the same chain going forward (one worker each, same run)" % int(fnum(f["events"])),
+            " x the same chain going forward (one worker each, same run)"
+            % cfg.get("saga_steps", 10000),
             ">=", 0.5, paired_ratio_keys(rows, "sagas.chain.compensate", "sagas.chain.forward"),
             "medians %s vs %s" % (fmt(b["median"], b["unit"]), fmt(f["median"], f["unit"])))
     j, r = S.get(("sagas.inputs.join", 1)), S.get(("sagas.inputs.root", 1))
