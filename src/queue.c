@@ -69,8 +69,6 @@ static int	ChooseReapable(uint64 n, pg_uuid_t *ids, const pg_uuid_t *runs,
 						   const bool *has_run, Datum **chosen,
 						   pg_uuid_t **chosen_runs);
 static int	ExpireLeases(Datum *chosen, int nchosen);
-static int	TryExpire(Datum *chosen, int nchosen);
-static int	ExpireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen);
 static int	ReapPage(const pg_uuid_t *after, pg_uuid_t *last,
 					 uint64 *ncandidates);
 
@@ -793,82 +791,6 @@ ExpireLeases(Datum *chosen, int nchosen)
 }
 
 /*
- * TryExpire runs ExpireLeases, with the cascade its statement runs, in a
- * subtransaction.  A workflow.release_conflict there rolls back only the
- * subtransaction, and TryExpire returns -1; any other error is raised.
- */
-static int
-TryExpire(Datum *chosen, int nchosen)
-{
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int nexpired = -1;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		nexpired = ExpireLeases(chosen, nchosen);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != WF_SQLSTATE_RETRY)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		nexpired = -1;
-	}
-	PG_END_TRY();
-	return nexpired;
-}
-
-/*
- * ExpireRunByRun expires the chosen jobs one run at a time (the plain jobs
- * together), each in a subtransaction, and skips the runs whose expiry
- * conflicts: one busy run must not keep every other lease from expiring.
- * runs[i] is the run of chosen[i].
- */
-static int
-ExpireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen)
-{
-	Datum	   *group = palloc(sizeof(Datum) * nchosen);
-	bool	   *done = palloc0(sizeof(bool) * nchosen);
-	int			total = 0;
-
-	for (int i = 0; i < nchosen; i++)
-	{
-		int			ngroup = 0;
-		int			nexpired;
-
-		if (done[i])
-			continue;
-		for (int j = i; j < nchosen; j++)
-			if (!done[j] && WfUuidCompare(&runs[j], &runs[i]) == 0)
-			{
-				done[j] = true;
-				group[ngroup++] = chosen[j];
-			}
-		CHECK_FOR_INTERRUPTS();
-		nexpired = TryExpire(group, ngroup);
-		if (nexpired > 0)
-			total += nexpired;
-	}
-	pfree(group);
-	pfree(done);
-	return total;
-}
-
-/*
  * ReapPage expires the expired leases among one page of candidates whose
  * runs' release locks it gets (tried once each, in ascending run id) and
  * whose rows nobody holds: the page at once, or, if that conflicts, run by
@@ -895,9 +817,9 @@ ReapPage(const pg_uuid_t *after, pg_uuid_t *last, uint64 *ncandidates)
 	nchosen = ChooseReapable(n, ids, runs, has_run, &chosen, &chosen_runs);
 	if (nchosen == 0)
 		return 0;
-	nexpired = TryExpire(chosen, nchosen);
+	nexpired = WfTryInSubtransaction(ExpireLeases, chosen, nchosen);
 	if (nexpired < 0)
-		nexpired = ExpireRunByRun(chosen, chosen_runs, nchosen);
+		nexpired = WfRunByRun(ExpireLeases, chosen, chosen_runs, nchosen);
 	return nexpired;
 }
 

@@ -56,8 +56,6 @@ typedef struct TimerCursor
 static uint64 DueTimers(int32 batch_size, const TimerCursor *after);
 static int	FireSteps(Datum *chosen, int nchosen, WfSettledStep *fired);
 static int	FireAndCascade(Datum *chosen, int nchosen);
-static int	TryFire(Datum *chosen, int nchosen);
-static int	FireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen);
 static int	FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread);
 
 /*
@@ -177,83 +175,6 @@ FireAndCascade(Datum *chosen, int nchosen)
 }
 
 /*
- * TryFire runs FireAndCascade in a subtransaction.  A
- * workflow.release_conflict there (the cascade met a dependent another
- * transaction holds, below the steps it fired) rolls back only the
- * subtransaction, and TryFire returns -1; any other error is raised.
- */
-static int
-TryFire(Datum *chosen, int nchosen)
-{
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int nfired = -1;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		nfired = FireAndCascade(chosen, nchosen);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != WF_SQLSTATE_RETRY)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		nfired = -1;
-	}
-	PG_END_TRY();
-	return nfired;
-}
-
-/*
- * FireRunByRun fires the chosen steps one run at a time, each in a
- * subtransaction, and skips the runs whose cascade conflicts: one run whose
- * dependent another transaction holds must not keep every other timer
- * waiting behind it.  runs[i] is the run of chosen[i].
- */
-static int
-FireRunByRun(Datum *chosen, const pg_uuid_t *runs, int nchosen)
-{
-	Datum	   *group = palloc(sizeof(Datum) * nchosen);
-	bool	   *done = palloc0(sizeof(bool) * nchosen);
-	int			total = 0;
-
-	for (int i = 0; i < nchosen; i++)
-	{
-		int			ngroup = 0;
-		int			nfired;
-
-		if (done[i])
-			continue;
-		for (int j = i; j < nchosen; j++)
-			if (!done[j] && WfUuidCompare(&runs[j], &runs[i]) == 0)
-			{
-				done[j] = true;
-				group[ngroup++] = chosen[j];
-			}
-		CHECK_FOR_INTERRUPTS();
-		nfired = TryFire(group, ngroup);
-		if (nfired > 0)
-			total += nfired;
-	}
-	pfree(group);
-	pfree(done);
-	return total;
-}
-
-/*
  * FirePage fires the due timers of one page whose runs' release locks it
  * gets, cascades them, and moves the cursor past the page.  The page is
  * fired at once; if its cascade conflicts, run by run, skipping the runs
@@ -301,9 +222,9 @@ FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread)
 	if (nchosen == 0)
 		return 0;
 
-	nfired = TryFire(chosen, nchosen);
+	nfired = WfTryInSubtransaction(FireAndCascade, chosen, nchosen);
 	if (nfired < 0)
-		nfired = FireRunByRun(chosen, chosen_runs, nchosen);
+		nfired = WfRunByRun(FireAndCascade, chosen, chosen_runs, nchosen);
 	return nfired;
 }
 

@@ -419,6 +419,14 @@ extern bool WfHoldsLateLocks(void);
 extern void WfForgetLateLocks(void);
 extern MemoryContext WfPendingContext(void);
 
+/* an action of a sweep on the rows it chose; returns how many it changed */
+typedef int (*WfChosenAction) (Datum *chosen, int nchosen);
+
+extern int	WfTryInSubtransaction(WfChosenAction action, Datum *chosen,
+								  int nchosen);
+extern int	WfRunByRun(WfChosenAction action, Datum *chosen,
+					   const pg_uuid_t *runs, int nchosen);
+
 /* spi_util.c: cached plans and SPI value helpers */
 extern int	WfExecute(SPIPlanPtr *plan, const char *sql, int nargs,
 					  const Oid *argtypes, Datum *values, const char *nulls,

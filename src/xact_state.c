@@ -17,16 +17,19 @@
  *	- the memory where collected steps and counter changes wait for the end
  *	  of the statement.
  *
- * It also refuses isolation levels above READ COMMITTED.
+ * It also refuses isolation levels above READ COMMITTED, and runs the
+ * sweeps' work in subtransactions (WfTryInSubtransaction, WfRunByRun): a
+ * page of reap_expired or fire_timers at once, or run by run when a run's
+ * work conflicts, so that one busy run does not stop the call.
  *
  * Modules that collect work within a transaction (status.c, cascade.c,
  * triggers.c) register hooks here from _PG_init, as PostgreSQL's xact.c
  * calls each module's callbacks: before commit each says whether it still
  * holds work it never processed, which fails the commit; at the end of the
  * transaction each forgets its state; when a subtransaction aborts each
- * drops what was collected inside it.  Besides spi_util.c, this file
- * reaches other modules only through those hooks, so no module calls back
- * into one that called it.
+ * drops what was collected inside it.  Besides spi_util.c and uuid.c, this
+ * file reaches other modules only through those hooks and the action a
+ * sweep hands it, so no module calls back into one that called it.
  *
  * The two depths are restored on every error exit by their callers
  * (PG_FINALLY); the callbacks only clear them for the next transaction.
@@ -38,8 +41,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "workflow.h"
 
@@ -263,4 +268,81 @@ WfSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 	for (int i = 0; i < n_xact_hooks; i++)
 		if (xact_hooks[i]->abort_sub != NULL)
 			xact_hooks[i]->abort_sub(mySubid);
+}
+
+/*
+ * WfTryInSubtransaction runs action on the chosen rows in a subtransaction.
+ * A workflow.release_conflict there rolls back only the subtransaction, and
+ * it returns -1; any other error is raised.  The sweeps (reap_expired,
+ * fire_timers) use it so that one busy run does not stop a whole call.
+ */
+int
+WfTryInSubtransaction(WfChosenAction action, Datum *chosen, int nchosen)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile int done = -1;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		done = action(chosen, nchosen);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != WF_SQLSTATE_RETRY)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		done = -1;
+	}
+	PG_END_TRY();
+	return done;
+}
+
+/*
+ * WfRunByRun runs action on the chosen rows one run at a time (runs[i] is
+ * the run of chosen[i]), each in a subtransaction, and skips the runs
+ * whose turn conflicts; returns the sum of what the others returned.
+ */
+int
+WfRunByRun(WfChosenAction action, Datum *chosen, const pg_uuid_t *runs,
+		   int nchosen)
+{
+	Datum	   *group = palloc(sizeof(Datum) * nchosen);
+	bool	   *done = palloc0(sizeof(bool) * nchosen);
+	int			total = 0;
+
+	for (int i = 0; i < nchosen; i++)
+	{
+		int			ngroup = 0;
+		int			n;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < nchosen; j++)
+			if (!done[j] && WfUuidCompare(&runs[j], &runs[i]) == 0)
+			{
+				done[j] = true;
+				group[ngroup++] = chosen[j];
+			}
+		CHECK_FOR_INTERRUPTS();
+		n = WfTryInSubtransaction(action, group, ngroup);
+		if (n > 0)
+			total += n;
+	}
+	pfree(group);
+	pfree(done);
+	return total;
 }
