@@ -67,6 +67,7 @@ MODES = {
         peers_warmup=90, peers_latency=8, peers_wake=8,
         timer_steps=10000, timer_runs=(1000, 10),
         saga_steps=10000, join_width=100,
+        maint_total=1000000, maint_first=100000, maint_cycle=20000,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -87,6 +88,7 @@ MODES = {
         peers_warmup=30, peers_latency=5, peers_wake=5,
         timer_steps=10000, timer_runs=(1000, 10),
         saga_steps=10000, join_width=100,
+        maint_total=200000, maint_first=20000, maint_cycle=10000,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -108,12 +110,13 @@ MODES = {
         peers_warmup=2, peers_latency=1, peers_wake=1,
         timer_steps=200, timer_runs=(20, 10),
         saga_steps=30, join_width=10,
+        maint_total=3000, maint_first=1000, maint_cycle=500,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
           "event_cost", "start_run", "graph", "bloat", "peers", "timers", "sagas",
-          "reference_end"]
+          "maintenance", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -2680,6 +2683,134 @@ class Bench:
             w.writerow(d)
             out[r[0]] = d
         return out
+
+    def g_maintenance(self):
+        """The maintenance background worker as the only scheduler (1.8):
+        maint_total plain jobs in cycles of maint_cycle, each enqueued in
+        bulk and drained by 8 pgbench clients claiming and completing in
+        batches (claim_batch.sql); workflow.maintenance_databases names the
+        database and workflow.retention is 2 seconds, and nothing else
+        reaps, purges or vacuums (autovacuum stays at its defaults).  Each
+        cycle's rate is timed on the server's clock, from right before the
+        clients start to the finished_at of its last job.  Recorded: the
+        size of job_queue with its indexes and toast after maint_first jobs
+        and at the end, and the mean rate of the first and of the last
+        maint_first jobs' cycles."""
+        cfg = self.cfg
+        try:
+            import psycopg
+        except ImportError:
+            raise BenchError("python3-psycopg is missing: the maintenance group needs it")
+        if "workflow" not in self.scalar("postgres", "SHOW shared_preload_libraries"):
+            self.say("  the library is not preloaded: nothing to measure")
+            return
+        db = self.fresh_db("wf_maint")
+        total, first, cycle = cfg["maint_total"], cfg["maint_first"], cfg["maint_cycle"]
+        jt = "bench.maint"
+        self.sql("postgres", "ALTER SYSTEM SET workflow.maintenance_databases = 'wf_maint'")
+        self.sql("postgres", "ALTER SYSTEM SET workflow.retention = '2 seconds'")
+        self.sql("postgres", "SELECT pg_reload_conf()")
+        size_sql = ("SELECT pg_total_relation_size('workflow.job_queue'),"
+                    " pg_indexes_size('workflow.job_queue')")
+        try:
+            with psycopg.connect(self.conninfo(db), autocommit=True) as conn:
+                self.maint_wait(conn)
+                done, rates, sizes, size_first = 0, [], [], None
+                while done < total:
+                    n = min(cycle, total - done)
+                    rates.append(self.maint_cycle(db, conn, jt, n, len(rates) + 1))
+                    done += n
+                    sizes.append((done,) + tuple(conn.execute(size_sql).fetchone()))
+                    if size_first is None and done >= first:
+                        size_first = conn.execute(size_sql).fetchone()
+                        self.say("  after %d jobs: job_queue %s (indexes %s)"
+                                 % (done, mb(size_first[0]), mb(size_first[1])))
+                size_final = conn.execute(size_sql).fetchone()
+                status = conn.execute(
+                    "SELECT passes, reaped, purged, vacuums, errors"
+                    " FROM workflow.maintenance_status WHERE database = %s", (db,)).fetchone()
+        finally:
+            self.sql("postgres", "ALTER SYSTEM RESET workflow.maintenance_databases")
+            self.sql("postgres", "ALTER SYSTEM RESET workflow.retention")
+            self.sql("postgres", "SELECT pg_reload_conf()")
+        with open(os.path.join(self.out, "maintenance_sizes.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["jobs", "job_queue_bytes", "index_bytes", "jobs_per_s"])
+            for (d, total_bytes, index_bytes), rate in zip(sizes, rates):
+                w.writerow([d, total_bytes, index_bytes, "%.1f" % rate])
+        k = max(1, math.ceil(first / cycle))
+        rate_first = statistics.mean(rates[:k])
+        rate_last = statistics.mean(rates[-k:])
+        note = ("maintenance only: %d passes, %d leases reaped, %d runs and jobs purged,"
+                " %d vacuums, %d errors" % tuple(status))
+        common = dict(group="maintenance", clients=self.clients, rep=1, note=note)
+        self.record(key="maintenance.size_first", value=size_first[0], unit="bytes",
+                    events=first, title="job_queue with indexes and toast after %d jobs"
+                    % first, **common)
+        self.record(key="maintenance.size_final", value=size_final[0], unit="bytes",
+                    events=total, title="job_queue with indexes and toast after %d jobs"
+                    % total, **common)
+        self.record(key="maintenance.size_ratio", value="%.3f" % (size_final[0] / size_first[0]),
+                    unit="x", events=total, title="job_queue size at the end / after %d jobs"
+                    % first, **common)
+        self.record(key="maintenance.rate_first", value="%.1f" % rate_first, unit="jobs/s",
+                    events=first, title="claim_batch + complete_jobs, the first %d jobs" % first,
+                    **common)
+        self.record(key="maintenance.rate_last", value="%.1f" % rate_last, unit="jobs/s",
+                    events=first, title="claim_batch + complete_jobs, the last %d jobs" % first,
+                    **common)
+        self.record(key="maintenance.rate_ratio", value="%.3f" % (rate_last / rate_first),
+                    unit="x", events=total, title="rate of the last / the first %d jobs" % first,
+                    **common)
+        self.say("  size %s -> %s (%.2f x); rate %.0f -> %.0f jobs/s (%.2f x); %s"
+                 % (mb(size_first[0]), mb(size_final[0]), size_final[0] / size_first[0],
+                    rate_first, rate_last, rate_last / rate_first, note))
+        self.drop_db(db)
+
+    def maint_wait(self, conn, timeout=60):
+        """Waits until the database's maintenance worker has made a pass."""
+        deadline = now() + timeout
+        while now() < deadline:
+            row = conn.execute("SELECT state, passes FROM workflow.maintenance_status"
+                               " WHERE database = current_database()").fetchone()
+            if row and row[0] == "maintaining" and row[1] > 0:
+                return
+            time.sleep(0.25)
+        raise BenchError("the maintenance worker did not start (maintenance_status)")
+
+    def maint_cycle(self, db, conn, jt, n, ncycle):
+        """Enqueues n jobs and drains them; returns the jobs/s of the drain."""
+        self.fill_plain(db, jt, n)
+        left = ("SELECT count(*) FROM workflow.job_queue WHERE job_type = %s"
+                " AND status IN ('QUEUED', 'RUNNING')")
+        t0 = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        cmd = [PGBIN + "/pgbench", "-n", "-c", str(self.clients), "-j", "2",
+               "--max-tries=%d" % MAX_TRIES, "-T", "3600", "-f", self.script("claim_batch.sql"),
+               "-D", "jt=%s" % jt, "-D", "idle_us=%d" % IDLE_US, "-D", "batch=%d" % BATCH, db]
+        log = os.path.join(self.logdir, "maintenance-cycle%03d.log" % ncycle)
+        deadline = now() + max(300, n / 20)
+        with open(log, "w") as out:
+            p = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            while p.poll() is None and now() < deadline:
+                time.sleep(0.25)
+                if conn.execute(left, (jt,)).fetchone()[0] == 0:
+                    break
+            t1 = conn.execute("SELECT extract(epoch FROM max(finished_at)) FROM workflow.job_queue"
+                              " WHERE job_type = %s AND status = 'SUCCEEDED'", (jt,)).fetchone()[0]
+            p.terminate()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if conn.execute(left, (jt,)).fetchone()[0] != 0 or t1 is None:
+            raise BenchError("maintenance cycle %d: the jobs were not drained (log %s)"
+                             % (ncycle, log))
+        rate = n / float(t1 - t0)
+        if ncycle % 5 == 1:
+            size = conn.execute("SELECT pg_total_relation_size('workflow.job_queue')").fetchone()[0]
+            self.say("  cycle %d: %d jobs at %.0f jobs/s; job_queue %s" % (ncycle, n, rate, mb(size)))
+        return rate
 
     def g_bloat(self):
         # as the issue asks: purge after every cycle, autovacuum at its

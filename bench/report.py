@@ -248,6 +248,7 @@ def targets(S, ref, meta, rows):
     peers_targets(S, ref, c, rows, add)
     timers_targets(S, ref, c, cfg, rows, add)
     sagas_targets(S, cfg, rows, add)
+    maintenance_targets(S, c, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -553,6 +554,24 @@ def sagas_targets(S, cfg, rows, add):
     if j:
         add("%s: ms per call, round trip included" % j["title"], "<=", 1.0, j["median"],
             "a root step's: %s" % (fmt(r["median"], r["unit"]) if r else "-"), kind="ms")
+
+
+def maintenance_targets(S, c, add):
+    """The maintenance group (1.8): the maintenance background worker as
+    the only scheduler over a long stream of plain jobs."""
+    a, b = S.get(("maintenance.size_final", c)), S.get(("maintenance.size_first", c))
+    if a and b:
+        add("job_queue with indexes and toast after %d jobs x after the first %d"
+            " (the maintenance worker the only scheduler, retention 2 s)"
+            % (a["events"], b["events"]), "<=", 1.5,
+            a["median"] / b["median"] if b["median"] else None,
+            "%s vs %s" % (fmt(a["median"], "bytes"), fmt(b["median"], "bytes")))
+    f, l = S.get(("maintenance.rate_first", c)), S.get(("maintenance.rate_last", c))
+    if f and l:
+        add("claim_batch + complete_jobs jobs/s over the last %d jobs x over the first"
+            " (the same run)" % l["events"], ">=", 0.8,
+            l["median"] / f["median"] if f["median"] else None,
+            "%s vs %s" % (fmt(l["median"], l["unit"]), fmt(f["median"], f["unit"])))
 
 
 def timers_tables(S, ref, c, raw, P):

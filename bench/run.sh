@@ -12,6 +12,7 @@
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
 #                   roles, history, event_cost, start_run, graph, bloat, peers, timers, sagas,
+#                   maintenance,
 #                   reference_end, profile (the reference is always measured)
 #   --history-steps N
 #                   steps of the history group's workflow_events size
@@ -268,7 +269,9 @@ if ! as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 \
 	exit 1
 fi
 # Only where the server listens and what it logs differ from initdb's
-# defaults: a Unix socket in this directory, and each error's SQLSTATE.
+# defaults: a Unix socket in this directory, and each error's SQLSTATE; and
+# the library is preloaded, for the maintenance group (its launcher idles
+# while workflow.maintenance_databases is empty, as it is but in that group).
 cat >>"$DATA/postgresql.conf" <<EOF
 
 # bench/run.sh
@@ -276,6 +279,7 @@ listen_addresses = ''
 unix_socket_directories = '$SOCK'
 port = $PORT
 log_line_prefix = '%m [%p] %b sqlstate=%e db=%d '
+shared_preload_libraries = 'workflow'
 EOF
 
 start_server() {
