@@ -298,6 +298,15 @@ command_outcome(Job *job, size_t max_output)
 		snprintf(code, sizeof(code), "command.signal_%d", WTERMSIG(st));
 		set_fail(job, code, true);
 	}
+	else if (WEXITSTATUS(st) > 128 && WEXITSTATUS(st) <= 128 + 64)
+	{
+		/*
+		 * COMMAND runs under /bin/sh -c, which reports a program it did not
+		 * exec and that a signal killed as 128 + the signal's number.
+		 */
+		snprintf(code, sizeof(code), "command.signal_%d", WEXITSTATUS(st) - 128);
+		set_fail(job, code, true);
+	}
 	else if (WEXITSTATUS(st) != 0)
 	{
 		snprintf(code, sizeof(code), "command.exit_%d", WEXITSTATUS(st));
