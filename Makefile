@@ -4,7 +4,7 @@ EXTENSION = workflow
 MODULE_big = workflow
 DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.7.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
 	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql \
-	workflow--1.5--1.6.sql workflow--1.6--1.7.sql
+	workflow--1.5--1.6.sql workflow--1.6--1.7.sql workflow--1.7--1.8.sql
 OBJS = \
 	src/workflow.o \
 	src/xact_state.o \
@@ -37,6 +37,9 @@ OBJS = \
 	src/history.o \
 	src/run_history.o \
 	src/graph.o \
+	src/maintenance_status.o \
+	src/maintenance_launcher.o \
+	src/maintenance_worker.o \
 	src/privilege.o
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))

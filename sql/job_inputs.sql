@@ -151,3 +151,40 @@ RESET ROLE;
 SELECT workflow.job_inputs(:'jtb', :'ttb') AS unscoped;
 SELECT workflow.revoke_organization('regress_ji_tenant_a', :'org_a');
 DROP ROLE regress_ji_worker_a, regress_ji_tenant_a;
+
+-- 9. job_step_key (1.8): the key of the held job's step (one the
+-- completion released too), NULL for a plain job, the errors of job_inputs
+-- in their order, and another organization's job missing to a tenant role.
+SELECT workflow.start_run('{"steps": [{"key": "sk.first", "job_type": "ji.key"},
+    {"key": "sk.second", "job_type": "ji.key", "depends_on": ["sk.first"]}]}') AS rk \gset
+SELECT workflow.enqueue('ji.key') AS plain_key_job \gset
+SELECT c.workflow_step_id IS NULL AS plain, workflow.job_step_key(c.id, c.lease_token) AS step_key
+  FROM workflow.claim('w', ARRAY['ji.key'], 5) c ORDER BY 2 NULLS FIRST;
+SELECT id AS jk, lease_token AS tk FROM workflow.job_queue
+ WHERE job_type = 'ji.key' AND workflow_step_id IS NOT NULL \gset
+SELECT count(*) AS claimed_second FROM workflow.complete_and_claim(:'jk', :'tk', NULL, 'w', ARRAY['ji.key']);
+SELECT workflow.job_step_key(id, lease_token) AS released_key
+  FROM workflow.job_queue WHERE job_type = 'ji.key' AND status = 'RUNNING' AND workflow_step_id IS NOT NULL;
+SELECT pg_temp.err(format('SELECT workflow.job_step_key(%L, %L)', :'jk', :'tk')) AS done_job,
+       pg_temp.err(format('SELECT workflow.job_step_key(%L, %L)', :'jk', gen_random_uuid())) AS wrong_token,
+       pg_temp.err(format('SELECT workflow.job_step_key(%L, %L)', gen_random_uuid(), :'tk')) AS missing_job,
+       pg_temp.err(format('SELECT workflow.job_step_key(NULL, %L)', :'tk')) AS null_job,
+       pg_temp.err(format('SELECT workflow.job_step_key(%L, NULL)', :'jk')) AS null_token;
+SELECT workflow.cancel_job(:'plain_key_job');
+SELECT pg_temp.err(format('SELECT workflow.job_step_key(%L, %L)', :'plain_key_job',
+    (SELECT lease_token FROM workflow.job_queue WHERE id = :'plain_key_job'))) AS canceled_job;
+-- a tenant worker: its own job's key; another organization's job is missing
+CREATE ROLE regress_ji_tenant_k NOLOGIN;
+CREATE ROLE regress_ji_worker_k LOGIN IN ROLE workflow_worker, regress_ji_tenant_k;
+SELECT workflow.grant_organization('regress_ji_tenant_k', :'org_a');
+SELECT workflow.start_run('{"steps": [{"key": "own", "job_type": "ji.tkey"}]}', :'org_a') AS rka \gset
+SELECT workflow.start_run('{"steps": [{"key": "theirs", "job_type": "ji.tkey"}]}', :'org_b') AS rkb \gset
+SELECT id AS jka, lease_token AS tka FROM workflow.claim('w', ARRAY['ji.tkey'], 1, :'org_a') \gset
+SELECT id AS jkb, lease_token AS tkb FROM workflow.claim('w', ARRAY['ji.tkey'], 1, :'org_b') \gset
+SET ROLE regress_ji_worker_k;
+SELECT workflow.job_step_key(:'jka', :'tka') AS own_key;
+SELECT pg_temp.err(format('SELECT workflow.job_step_key(%L, %L)', :'jkb', :'tkb')) AS other_org;
+RESET ROLE;
+SELECT workflow.job_step_key(:'jkb', :'tkb') AS unscoped_key;
+SELECT workflow.revoke_organization('regress_ji_tenant_k', :'org_a');
+DROP ROLE regress_ji_worker_k, regress_ji_tenant_k;

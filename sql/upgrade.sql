@@ -179,5 +179,37 @@ SELECT workflow.compensate_run(:'up_run');
 SELECT step_key, status, status_reason FROM workflow.workflow_steps
  WHERE workflow_run_id = :'up_run';
 SELECT * FROM workflow.verify();
+-- 1.7 -> 1.8: a job claimed under 1.7 is held across the update; its
+-- worker reads its step's key with job_step_key and completes it; the
+-- maintenance view arrives (empty unless the library is preloaded)
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.7';
+SELECT to_regproc('workflow.job_step_key') IS NULL AS no_job_step_key,
+       to_regclass('workflow.maintenance_status') IS NULL AS no_maintenance_status;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total, steps_active,
+    steps_waiting, steps_blocked, steps_succeeded, steps_failed, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000b01',
+        '{"steps": [{"key": "only", "job_type": "up.key"}]}', 'RUNNING', 1, 1, 0, 0, 0, 0, true);
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, max_attempts, lease_token,
+    leased_until, worker_id, started_at, workflow_run_id, workflow_step_id, generation)
+VALUES ('00000000-0000-7000-8000-000000000b11', 'up.key', 'RUNNING', 1, 1,
+        '00000000-0000-4000-8000-000000000b99', now() + interval '1 hour', 'up-worker', now(),
+        '00000000-0000-7000-8000-000000000b01', '00000000-0000-7000-8000-000000000b02', 0);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind, job_type,
+    max_attempts, status, job_id, released_at, started_at, dependency_count_total,
+    dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000b02', '00000000-0000-7000-8000-000000000b01', 'only',
+        'JOB', 'up.key', 1, 'RUNNING', '00000000-0000-7000-8000-000000000b11', now(), now(),
+        0, 0, true);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT workflow.job_step_key('00000000-0000-7000-8000-000000000b11',
+                             '00000000-0000-4000-8000-000000000b99') AS step_key;
+SELECT workflow.complete_job('00000000-0000-7000-8000-000000000b11',
+                             '00000000-0000-4000-8000-000000000b99', '{"done": true}');
+SELECT status FROM workflow.workflow_runs WHERE id = '00000000-0000-7000-8000-000000000b01';
+SELECT to_regclass('workflow.maintenance_status') IS NOT NULL AS maintenance_status,
+       has_table_privilege('workflow_reader', 'workflow.maintenance_status', 'SELECT') AS reader_reads_it;
+SELECT * FROM workflow.verify();
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * inputs.c
- *	  job_inputs: what a worker's job starts from, the run's input and the
- *	  outputs of its step's prerequisites.
+ *	  job_inputs and job_step_key: what a worker's job starts from, the
+ *	  run's input and the outputs of its step's prerequisites, and the key
+ *	  of its step.
  *
  * For the job the caller holds (RUNNING under its lease token) it returns
  * {"input": the run's input, "steps": {prerequisite key: its output}},
@@ -11,7 +12,9 @@
  * JSON null); a plain job gives {"input": null, "steps": {}}.  The cost is
  * the job's row, the run's row and the step's in-degree: the edges are
  * read by (workflow_run_id, dependent_step_id), the prerequisites by
- * primary key.
+ * primary key.  job_step_key returns the key of the job's step (NULL for a
+ * plain job), which a worker cannot read from workflow_steps itself; it
+ * reads the step by primary key.
  *
  * Checks run in the order of the other worker calls: job.not_found
  * (another organization's job too), job.canceled, job.lease_lost,
@@ -30,12 +33,16 @@
 #include "workflow.h"
 
 PG_FUNCTION_INFO_V1(workflow_job_inputs);
+PG_FUNCTION_INFO_V1(workflow_job_step_key);
 
 static Datum JobInputs(PG_FUNCTION_ARGS);
+static Datum JobStepKey(PG_FUNCTION_ARGS);
 
 static pg_uuid_t *ArgUuid(FunctionCallInfo fcinfo, int n, const char *name);
 static void ReadJob(const pg_uuid_t *job_id, WfJobState *job);
+static void ReadHeldJob(FunctionCallInfo fcinfo, WfJobState *job);
 static Datum ReadInputs(const WfJobState *job);
+static Datum ReadStepKey(const WfJobState *job);
 
 /* ArgUuid returns a uuid argument, refusing NULL. */
 static pg_uuid_t *
@@ -65,6 +72,22 @@ ReadJob(const pg_uuid_t *job_id, WfJobState *job)
 	job->id = *job_id;
 	if (SPI_processed == 1)
 		WfReadJobState(0, job);
+}
+
+/*
+ * ReadHeldJob reads the job named by the first two arguments and checks
+ * that the caller holds it, with the checks of the other worker calls.
+ * The caller has connected to SPI.
+ */
+static void
+ReadHeldJob(FunctionCallInfo fcinfo, WfJobState *job)
+{
+	pg_uuid_t  *job_id = ArgUuid(fcinfo, 0, "job_id");
+	pg_uuid_t  *token = ArgUuid(fcinfo, 1, "lease_token");
+
+	ReadJob(job_id, job);
+	if (!WfCheckWorkerJob(job, token, false))
+		WfRaiseNotRunning(job);
 }
 
 /*
@@ -108,28 +131,68 @@ ReadInputs(const WfJobState *job)
 }
 
 /*
+ * ReadStepKey returns the key of the job's step, copied out of SPI's
+ * memory, or a null Datum for a plain job.
+ */
+static Datum
+ReadStepKey(const WfJobState *job)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT s.step_key FROM workflow.workflow_steps s WHERE s.id" OP("=") "$1";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+	bool		isnull;
+	Datum		key;
+
+	if (!job->has_step)
+		return (Datum) 0;
+	values[0] = UUIDPGetDatum(&job->step_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "the step of job %s was not found", WfUuidString(&job->id));
+	key = WfResultDatum(0, 1, &isnull);
+	Assert(!isnull);
+	return SPI_datumTransfer(key, false, -1);
+}
+
+/*
  * JobInputs returns the inputs of the job the caller holds, after the
  * checks of the other worker calls.
  */
 static Datum
 JobInputs(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *job_id;
-	pg_uuid_t  *token;
 	WfJobState	job;
 	Datum		result;
 
 	WfRequireReadCommitted();
-	job_id = ArgUuid(fcinfo, 0, "job_id");
-	token = ArgUuid(fcinfo, 1, "lease_token");
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ReadJob(job_id, &job);
-	if (!WfCheckWorkerJob(&job, token, false))
-		WfRaiseNotRunning(&job);
+	ReadHeldJob(fcinfo, &job);
 	result = ReadInputs(&job);
 	SPI_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * JobStepKey returns the key of the step of the job the caller holds, or
+ * NULL for a plain job, after the checks of the other worker calls.
+ */
+static Datum
+JobStepKey(PG_FUNCTION_ARGS)
+{
+	WfJobState	job;
+	Datum		result;
+
+	WfRequireReadCommitted();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ReadHeldJob(fcinfo, &job);
+	result = ReadStepKey(&job);
+	SPI_finish();
+	if (!job.has_step)
+		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
 }
 
@@ -138,3 +201,4 @@ JobInputs(PG_FUNCTION_ARGS)
  * confined to the caller's organizations (privilege.c).
  */
 WF_OWNER_ENTRY(workflow_job_inputs, JobInputs)
+WF_OWNER_ENTRY(workflow_job_step_key, JobStepKey)

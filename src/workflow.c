@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "workflow.h"
@@ -36,6 +37,10 @@ int			wf_counter_shard_min_width = 64;
 bool		wf_notify_per_organization = false;
 bool		wf_notify_jobs = false;
 int			wf_history = WF_HISTORY_STEPS;
+char	   *wf_maintenance_databases = NULL;
+int			wf_maintenance_interval_ms = 1000;
+char	   *wf_retention = NULL;
+int			wf_maintenance_vacuum_threshold = 1000;
 
 static const struct config_enum_entry history_options[] = {
 	{"steps", WF_HISTORY_STEPS, false},
@@ -45,6 +50,7 @@ static const struct config_enum_entry history_options[] = {
 };
 
 void		_PG_init(void);
+static void DefineMaintenanceSettings(void);
 
 /*
  * _PG_init registers the settings, then the callbacks and hooks of the
@@ -117,6 +123,7 @@ _PG_init(void)
 							 "Superusers only, so that no caller can hide its own actions.",
 							 &wf_history, WF_HISTORY_STEPS, history_options,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineMaintenanceSettings();
 	MarkGUCPrefixReserved("workflow");
 
 	WfPrivilegeInit();
@@ -124,4 +131,38 @@ _PG_init(void)
 	WfStatusInit();
 	WfCascadeInit();
 	WfTriggersInit();
+	if (process_shared_preload_libraries_in_progress)
+	{
+		WfMaintenanceShmemInit();
+		WfMaintenanceLauncherRegister();
+	}
+}
+
+/*
+ * DefineMaintenanceSettings registers the settings of the maintenance
+ * workers.  They are read from the server's configuration only (a reload
+ * applies them), and they exist, with no effect, when the library is not
+ * preloaded.
+ */
+static void
+DefineMaintenanceSettings(void)
+{
+	DefineCustomStringVariable("workflow.maintenance_databases",
+							   "Databases whose workflow maintenance the background worker does, comma-separated.",
+							   "Needs workflow in shared_preload_libraries; empty: none.",
+							   &wf_maintenance_databases, "",
+							   PGC_SIGHUP, GUC_LIST_INPUT, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.maintenance_interval",
+							"Time between two maintenance passes of a database.",
+							NULL, &wf_maintenance_interval_ms, 1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("workflow.retention",
+							   "How long finished runs and jobs are kept before maintenance purges them; off keeps them.",
+							   "An interval such as '7 days'.",
+							   &wf_retention, "off",
+							   PGC_SIGHUP, 0, WfRetentionCheck, NULL, NULL);
+	DefineCustomIntVariable("workflow.maintenance_vacuum_threshold",
+							"Dead tuples of a busy table from which a maintenance pass vacuums it.",
+							NULL, &wf_maintenance_vacuum_threshold, 1000, 1, INT_MAX,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 }

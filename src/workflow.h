@@ -21,6 +21,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/array.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -76,6 +77,10 @@ typedef enum WfHistoryLevel
 	WF_HISTORY_STEPS
 } WfHistoryLevel;
 extern int	wf_history;
+extern char *wf_maintenance_databases;
+extern int	wf_maintenance_interval_ms;
+extern char *wf_retention;
+extern int	wf_maintenance_vacuum_threshold;
 
 /* queue.c: the single-job calls; the job state claim.c and batch.c share */
 
@@ -368,8 +373,40 @@ extern void WfLockDedupeKey(const pg_uuid_t *run_id, Datum dedupe_key);
 extern void WfUnlockRunRelease(const pg_uuid_t *run_id, bool exclusive);
 extern void WfLockWorkflowName(text *name);
 
+/*
+ * The maintenance background workers (shared_preload_libraries):
+ * maintenance_launcher.c starts one maintenance_worker.c process per
+ * database of workflow.maintenance_databases; maintenance_status.c owns
+ * their shared memory and the view.
+ */
+#define WF_MAINTENANCE_SLOTS 64
+
+/* What one maintenance pass did. */
+typedef struct WfMaintenancePass
+{
+	double		ms;
+	int64		reaped;
+	int64		fired;
+	int64		purged;
+	int			vacuumed;
+	char		vacuumed_tables[160];
+} WfMaintenancePass;
+
+extern void WfMaintenanceShmemInit(void);
+extern int	WfMaintenanceSlotFor(const char *database);
+extern bool WfMaintenanceSlotUsed(int slotno, NameData *database, pid_t *pid);
+extern void WfMaintenanceSlotForget(int slotno);
+extern bool WfMaintenanceSlotClaim(int slotno, const char *database);
+extern void WfMaintenanceSlotLeave(int slotno);
+extern void WfMaintenanceSlotState(int slotno, const char *state);
+extern void WfMaintenanceSlotPass(int slotno, const WfMaintenancePass *pass);
+extern void WfMaintenanceSlotError(int slotno, const char *message);
+
+extern void WfMaintenanceLauncherRegister(void);
+extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
+
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.7"
+#define WF_SQL_VERSION "1.8"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

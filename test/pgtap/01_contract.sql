@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(422);
+SELECT plan(435);
 
 CREATE SCHEMA wf_tap;
 
@@ -274,9 +274,16 @@ INSERT INTO wf_tap.views VALUES
         'workflow_run_id uuid', 'step_key text', 'kind workflow.execution_kind',
         'status workflow.step_status', 'attempts integer',
         'released_at timestamp with time zone', 'started_at timestamp with time zone',
-        'finished_at timestamp with time zone', 'waited interval', 'ran interval']);
+        'finished_at timestamp with time zone', 'waited interval', 'ran interval']),
+    (4, 'maintenance_status', ARRAY[
+        'database text', 'pid integer', 'state text', 'last_pass_at timestamp with time zone',
+        'last_pass_ms double precision', 'passes bigint', 'last_reaped bigint',
+        'last_fired bigint', 'last_purged bigint', 'last_vacuumed text', 'reaped bigint',
+        'fired bigint', 'purged bigint', 'vacuums bigint',
+        'last_vacuum_at timestamp with time zone', 'errors bigint',
+        'last_error_at timestamp with time zone', 'last_error text']);
 
--- 3 views: has_view, the columns, security_invoker.
+-- 4 views: has_view, the columns, security_invoker.
 SELECT has_view('workflow', v.vname, format('view workflow.%s exists', v.vname))
   FROM wf_tap.views v ORDER BY v.n;
 
@@ -390,9 +397,17 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
     ('retire_run', ARRAY['uuid', 'text', 'uuid'], 'workflow.run_status',
      'workflow_run_id uuid, reason text, organization_id uuid DEFAULT NULL::uuid'),
     ('retry_run', ARRAY['uuid', 'uuid'], 'workflow.run_status',
-     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid');
+     'workflow_run_id uuid, organization_id uuid DEFAULT NULL::uuid'),
+    ('job_step_key', ARRAY['uuid', 'uuid'], 'text', 'job_id uuid, lease_token uuid'),
+    ('maintenance_passes', ARRAY[]::name[], 'setof record',
+     'OUT database text, OUT pid integer, OUT state text, '
+     'OUT last_pass_at timestamp with time zone, OUT last_pass_ms double precision, '
+     'OUT passes bigint, OUT last_reaped bigint, OUT last_fired bigint, '
+     'OUT last_purged bigint, OUT last_vacuumed text, OUT reaped bigint, OUT fired bigint, '
+     'OUT purged bigint, OUT vacuums bigint, OUT last_vacuum_at timestamp with time zone, '
+     'OUT errors bigint, OUT last_error_at timestamp with time zone, OUT last_error text');
 
--- 33 functions: has_function, function_returns, then the argument list.
+-- 35 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -428,7 +443,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          33, 'all 33 API functions are present and not STRICT');
+          35, 'all 35 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -459,7 +474,7 @@ INSERT INTO wf_tap.api_kind VALUES
     ('job_inputs', 'c', 'v'), ('register_workflow', 'c', 'v'),
     ('unregister_workflow', 'c', 'v'), ('start_workflow', 'c', 'v'),
     ('compensate_run', 'c', 'v'), ('resume_run', 'c', 'v'), ('retire_run', 'c', 'v'),
-    ('retry_run', 'c', 'v');
+    ('retry_run', 'c', 'v'), ('job_step_key', 'c', 'v'), ('maintenance_passes', 'c', 'v');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -652,10 +667,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.7', 'workflow is available with default version 1.7');
+          '1.8', 'workflow is available with default version 1.8');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.7'),
+            WHERE v.name = 'workflow' AND v.version = '1.8'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -664,7 +679,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.7', 'the installed version is 1.7');
+          '1.8', 'the installed version is 1.8');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -703,9 +718,16 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.6' AND p.target = '1.7'),
           '1.6--1.7', 'an installed 1.6 updates to 1.7 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.8'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7--1.8',
+          'an installed 1.0 updates to 1.8 through 1.1, 1.2, 1.3, 1.4, 1.5, 1.6 and 1.7');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.7' AND p.target = '1.8'),
+          '1.7--1.8', 'an installed 1.7 updates to 1.8 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7'], 'the versions 1.0 to 1.7 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8'], 'the versions 1.0 to 1.8 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(434);
+SELECT plan(451);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -118,6 +118,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('reap_expired', ARRAY[]::name[], true, false, false, true),
     ('fire_timers', ARRAY['integer'], true, false, false, true),
     ('job_inputs', ARRAY['uuid', 'uuid'], true, false, false, true),
+    ('job_step_key', ARRAY['uuid', 'uuid'], true, false, false, true),
     -- client calls
     ('enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer',
                       'integer', 'uuid', 'text'], false, true, false, true),
@@ -134,6 +135,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('run_graph', ARRAY['uuid', 'text', 'uuid'], false, true, true, true),
     -- reader
     ('verify', ARRAY['uuid'], false, false, true, true),
+    ('maintenance_passes', ARRAY[]::name[], false, false, true, true),
     -- admin
     ('purge', ARRAY['interval', 'integer'], false, false, false, true),
     ('grant_organization', ARRAY['regrole', 'uuid'], false, false, false, true),
@@ -167,13 +169,13 @@ SELECT functions_are('workflow', ARRAY[
     '_workflow_events_guard', 'complete_and_claim', 'send_event', 'fire_timers',
     '_run_moves', 'job_inputs', 'start_workflow', 'register_workflow',
     'unregister_workflow', 'compensate_run', 'resume_run', 'retire_run',
-    'retry_run']::name[],
-    'schema workflow holds the 40 functions listed here, and no other');
+    'retry_run', 'job_step_key', 'maintenance_passes']::name[],
+    'schema workflow holds the 42 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 40,
-          'schema workflow holds 40 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 42,
+          'schema workflow holds 42 functions (no overloads besides the list)');
 
--- 40 functions x 4 roles
+-- 42 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -190,7 +192,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 40 functions x PUBLIC
+-- 42 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -222,6 +224,7 @@ $$, $$ VALUES
     ('reap_expired', 'workflow_worker', 'EXECUTE', false),
     ('fire_timers', 'workflow_worker', 'EXECUTE', false),
     ('job_inputs', 'workflow_worker', 'EXECUTE', false),
+    ('job_step_key', 'workflow_worker', 'EXECUTE', false),
     ('enqueue', 'workflow_client', 'EXECUTE', false),
     ('start_run', 'workflow_client', 'EXECUTE', false),
     ('start_workflow', 'workflow_client', 'EXECUTE', false),
@@ -236,6 +239,7 @@ $$, $$ VALUES
     ('run_graph', 'workflow_client', 'EXECUTE', false),
     ('run_graph', 'workflow_reader', 'EXECUTE', false),
     ('verify', 'workflow_reader', 'EXECUTE', false),
+    ('maintenance_passes', 'workflow_reader', 'EXECUTE', false),
     ('purge', 'workflow_admin', 'EXECUTE', false),
     ('grant_organization', 'workflow_admin', 'EXECUTE', false),
     ('revoke_organization', 'workflow_admin', 'EXECUTE', false),
@@ -330,7 +334,8 @@ $$, $$ VALUES
     ('workflow_definitions', 'workflow_reader', 'SELECT', false),
     ('run_overview', 'workflow_reader', 'SELECT', false),
     ('queue_stats', 'workflow_reader', 'SELECT', false),
-    ('step_timeline', 'workflow_reader', 'SELECT', false)
+    ('step_timeline', 'workflow_reader', 'SELECT', false),
+    ('maintenance_status', 'workflow_reader', 'SELECT', false)
 $$, 'the table and view grants, grantee by grantee: SELECT for workflow_reader on each '
     'table and view, nothing else');
 
@@ -344,12 +349,14 @@ $$, 'no column privilege is granted on any table of schema workflow');
 -- Views: SELECT for readers, nothing for anyone else
 
 CREATE TABLE wf_tap.vw (n int PRIMARY KEY, vname name NOT NULL);
-INSERT INTO wf_tap.vw VALUES (1, 'run_overview'), (2, 'queue_stats'), (3, 'step_timeline');
+INSERT INTO wf_tap.vw VALUES (1, 'run_overview'), (2, 'queue_stats'), (3, 'step_timeline'),
+    (4, 'maintenance_status');
 
-SELECT views_are('workflow', ARRAY['run_overview', 'queue_stats', 'step_timeline']::name[],
-    'schema workflow holds the three views listed here, and no other');
+SELECT views_are('workflow', ARRAY['run_overview', 'queue_stats', 'step_timeline',
+                                   'maintenance_status']::name[],
+    'schema workflow holds the four views listed here, and no other');
 
--- 3 views x 4 roles: the reader SELECTs; the admin too, through
+-- 4 views x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
 SELECT table_privs_are('workflow', v.vname, r.role,
            CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
@@ -360,7 +367,7 @@ SELECT table_privs_are('workflow', v.vname, r.role,
   FROM wf_tap.vw v CROSS JOIN wf_tap.roles r
  ORDER BY v.n, r.n;
 
--- 3 views x PUBLIC
+-- 4 views x PUBLIC
 SELECT table_privs_are('workflow', v.vname, 'public', ARRAY[]::name[],
            format('PUBLIC holds no privilege on view workflow.%s', v.vname))
   FROM wf_tap.vw v ORDER BY v.n;

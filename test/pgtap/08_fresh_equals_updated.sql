@@ -300,8 +300,8 @@ SELECT is(:'updated_from'::text, '1.0', 'the second database was installed at 1.
 SELECT is(:'updated_to'::text, (SELECT default_version::text FROM pg_catalog.pg_available_extensions
                            WHERE name = 'workflow'),
           'ALTER EXTENSION UPDATE took the second database to the default version');
-SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.7',
-          'this database was installed fresh at 1.7');
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.8',
+          'this database was installed fresh at 1.8');
 
 -- The descriptions are not empty and name every member.
 SELECT is((SELECT count(*) FROM wf_tap.fresh WHERE kind = 'member'),
@@ -314,9 +314,9 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 89, column 158, comment 22, config_dump 11, constraint 14, enum 5, extension 1, '
-          'function 40, index 28, init_privs 55, member 59, policy 9, relation 42, rule 3, '
-          'schema 1, sequence 2, trigger 6, type 34',
+          'acl 94, column 176, comment 25, config_dump 11, constraint 14, enum 5, extension 1, '
+          'function 42, index 28, init_privs 58, member 62, policy 9, relation 43, rule 4, '
+          'schema 1, sequence 2, trigger 6, type 36',
           'the fresh description: so many facts of each kind');
 
 -- Kind by kind: what the updated install has that the fresh one lacks is
