@@ -12,8 +12,9 @@
 #      the tail of stderr), retry to success (WORKFLOW_ATTEMPT), a command
 #      that outlives its lease while heartbeats keep it (reap_expired during
 #      the sleep expires nothing), crashes (SIGSEGV, SIGKILL), a command
-#      that does not read a large stdin, too much stdout, a job canceled
-#      while its command runs (the command is killed);
+#      that does not read a large stdin, too much stdout, an output the
+#      server refuses, a job canceled while its command runs (the command
+#      is killed);
 #   2. SIGTERM: a command finishing within the grace period is completed
 #      and a claimed job not started is released; a command exceeding it is
 #      killed and released (QUEUED, attempt unchanged) and a later worker
@@ -191,6 +192,7 @@ t.segv) kill -SEGV $$ ;;
 t.kill9) kill -9 $$ ;;
 t.nostdin) echo '"did not read"' ;;
 t.big) head -c 1100000 /dev/zero | tr '\0' 'a' ;;
+t.huge) echo '1e1000000' ;;
 t.cancel) echo $$ > "$DIR/cancel.pid"; exec sleep 60 ;;
 esac
 EOF
@@ -206,6 +208,7 @@ $job{long} = enqueue('t.long', '{}', timeout_seconds => 2);
 $job{segv} = enqueue('t.segv', '{}', max_attempts => 1);
 $job{kill9} = enqueue('t.kill9', '{}', max_attempts => 1);
 $job{big} = enqueue('t.big', '{}', max_attempts => 3);
+$job{huge} = enqueue('t.huge', '{}', max_attempts => 3);
 $job{nostdin} = q1(
 	q{SELECT workflow.enqueue('t.nostdin', jsonb_build_object('blob', repeat('x', 900000)))});
 $job{cancel} = enqueue('t.cancel', '{}', timeout_seconds => 3);
@@ -213,7 +216,7 @@ $job{cancel} = enqueue('t.cancel', '{}', timeout_seconds => 3);
 my $basic = start_worker('basic', '--dsn', $dsn, '--exec', "sh $basic_sh",
 	'--concurrency', '4', '--poll', '200',
 	map { ('--type', "t.$_") } qw(json text empty echo fail retry long segv kill9
-	  nostdin big cancel));
+	  nostdin big huge cancel));
 
 # the lease of t.long is 2 s and its command sleeps 5 s: past its first
 # lease, reap_expired must find it extended by the heartbeats
@@ -269,6 +272,9 @@ is(job_row($job{kill9}, q{status || ' ' || last_error_code}),
 is( job_row($job{big}, q{status || ' ' || attempt || ' ' || last_error_code}),
 	'FAILED 1 command.output_too_large',
 	'stdout above 1 MB: failed for good with command.output_too_large');
+is( job_row($job{huge}, q{status || ' ' || attempt || ' ' || last_error_code}),
+	'FAILED 1 command.output_rejected',
+	'valid JSON that jsonb refuses (1e1000000): failed for good with command.output_rejected');
 is(job_row($job{nostdin}, q{status || ' ' || output::text}),
 	'SUCCEEDED "did not read"', 'a command that does not read a 900 kB stdin succeeds');
 is(job_row($job{cancel}, 'status'), 'CANCELED', 'the canceled job stays CANCELED');

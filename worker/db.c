@@ -211,7 +211,12 @@ classify(PGresult *res)
 	}
 	if (is_job_gone(last_code))
 		return DB_JOB_GONE;
-	if (strcmp(last_code, "job.invalid_argument") == 0)
+	/*
+	 * Arguments the server refuses (an output too large, or JSON it does not
+	 * take: data exceptions, program limits) would be refused again.
+	 */
+	if (strcmp(last_code, "job.invalid_argument") == 0 ||
+		strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "54", 2) == 0)
 		return DB_INVALID;
 	return DB_RETRY;
 }

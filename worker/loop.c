@@ -362,6 +362,19 @@ maybe_claim(double now)
 
 /* ---- reports ---- */
 
+/* 0.2 s doubling up to 5 s: a persistent error must not spin. */
+static double
+retry_delay(Job *j)
+{
+	double		d = RETRY_DELAY;
+	int			k;
+
+	for (k = 0; k < j->report_tries && d < BACKOFF_MAX; k++)
+		d *= 2;
+	j->report_tries++;
+	return d > BACKOFF_MAX ? BACKOFF_MAX : d;
+}
+
 /*
  * Reports one job's outcome; a success also claims when the worker wants
  * more work (allow_claim).  Returns false when the connection was lost.
@@ -399,19 +412,30 @@ report_one(int i, bool allow_claim, double now)
 	}
 	if (st == DB_INVALID && j->outcome == OUT_COMPLETE)
 	{
-		/* the server refused the output (too large as stored): fail instead */
+		/* the server refused the output: fail the job for good instead */
+		bool		too_large = strcmp(db_last_code(), "job.invalid_argument") == 0;
+
 		free(j->output);
 		j->output = NULL;
 		j->outcome = OUT_FAIL;
-		j->error_code = xstrdup("command.output_too_large");
+		j->error_code = xstrdup(too_large ? "command.output_too_large"
+								: "command.output_rejected");
 		j->error_message = xstrdup(db_last_error());
 		j->retryable = false;
 		return report_one(i, allow_claim, now);
 	}
+	if (st == DB_INVALID)
+	{
+		/* would be refused again: say so once and let the lease expire */
+		log_line("report of job %s refused: %s; giving it up", j->id, db_last_error());
+		remove_job(i);
+		return true;
+	}
 	if (st == DB_CONN)
 		return false;
+	/* e.g. workflow.release_conflict: retry, backing off up to 5 s */
 	log_line("report of job %s: %s; retrying", j->id, db_last_error());
-	j->retry_at = now + RETRY_DELAY;
+	j->retry_at = now + retry_delay(j);
 	return true;
 }
 
@@ -558,7 +582,7 @@ report_batched(double now)
 	{
 		log_line("batch report: %s; retrying", db_last_error());
 		for (i = 0; i < ndone; i++)
-			done[i]->retry_at = now + RETRY_DELAY;
+			done[i]->retry_at = now + retry_delay(done[i]);
 	}
 	free(done);
 }

@@ -108,6 +108,7 @@ typedef struct Job
 	double		finished_at;
 	double		next_heartbeat;
 	double		retry_at;		/* a failed report is retried from then */
+	int			report_tries;	/* failed reports so far (for the backoff) */
 
 	/* the command */
 	pid_t		pid;
