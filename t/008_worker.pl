@@ -27,6 +27,8 @@
 #   6. --batch 50 with successes and failures;
 #   7. --with-inputs: a run's step gets its prerequisite's output, and
 #      WORKFLOW_STEP_KEY and WORKFLOW_RUN_ID;
+#   8. the database stopped for longer than --reconnect: exit 2, the
+#      command killed, one line on stderr;
 # and verify() is clean at the end.
 
 use strict;
@@ -485,6 +487,30 @@ ok(wait_until_sql("SELECT status = 'SUCCEEDED' FROM workflow.workflow_runs WHERE
 		'a run\'s step gets WORKFLOW_RUN_ID and WORKFLOW_STEP_KEY');
 }
 is(stop_worker($iw), 0, 'the inputs worker exits 0');
+
+# ---- 8. a database gone for longer than --reconnect -------------------------------
+
+my $gone_sh = write_script('gone.sh', <<'EOF');
+echo $$ > "$DIR/gone.pid"; exec sleep 60
+EOF
+my $gone = enqueue('t.gone', '{}', timeout_seconds => 5);
+my $gw2 = start_worker('gone', '--dsn', $dsn, '--type', 't.gone',
+	'--exec', "sh $gone_sh", '--reconnect', '2');
+ok(wait_for_file("$dir/gone.pid", 30), 'the command of t.gone started');
+my $gone_pid = slurp_file("$dir/gone.pid");
+chomp $gone_pid;
+$node->stop('fast');
+is(wait_exit($gw2, 30), 2, 'the database gone for longer than --reconnect: exit 2');
+ok(!kill(0, $gone_pid), 'its command was killed');
+like(slurp_file($gw2->{log}), qr/workflow-worker: giving up after \d+ s without the database: [^\n]+\n\z/,
+	'one line says why, last');
+$node->start;
+# the lease of the abandoned job runs out and the job comes back
+ok( wait_until_sql(
+		"SELECT workflow.reap_expired() >= 0 AND status = 'QUEUED' AND attempt = 1"
+		  . " FROM workflow.job_queue WHERE id = '$gone'", 30),
+	'the abandoned job is QUEUED again once its lease expired');
+q1("SELECT workflow.cancel_job('$gone')");
 
 verify_is_clean($node, 'after the workers');
 $node->stop;

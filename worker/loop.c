@@ -408,6 +408,8 @@ report_one(int i, bool allow_claim, double now)
 		remove_job(i);
 		if (n > 0)
 			took_claim(got, ngot, n, now);
+		else
+			more_likely = true; /* a slot is free: claim right after */
 		return true;
 	}
 	if (st == DB_INVALID && j->outcome == OUT_COMPLETE)
