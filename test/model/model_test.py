@@ -2067,6 +2067,9 @@ class ExampleRun:
                 self.problem(f"claim of {self.key(d, i)}: {k} = {row[k]!r}, expected {v!r}")
         if row["lease_token"] is None or row["leased_until"] is None:
             self.problem(f"claim of {self.key(d, i)}: no lease")
+        if "step_key" in row and row["step_key"] != s.key:
+            self.problem(f"claim of {self.key(d, i)}: job_step_key {row['step_key']!r},"
+                         f" expected {s.key!r}")
 
     def foreign_claim(self, row):
         """Whether a claimed row is not organization A's: a tenant worker
@@ -2991,7 +2994,10 @@ class ExampleRun:
             else [self.types[w % 2]]
         idle = 0
         while not self.stop.is_set():
-            r = self.call(cur, "claim", "SELECT * FROM workflow.claim(%s, %s::text[], %s)",
+            # job_step_key in the claim's statement, as workflow-worker does
+            r = self.call(cur, "claim",
+                          "SELECT c.*, workflow.job_step_key(c.id, c.lease_token) AS step_key"
+                          " FROM workflow.claim(%s, %s::text[], %s) c",
                           (wid, types, ex.claim_batch[w]))
             if not r.ok:
                 self.unexpected(r, "claim")
