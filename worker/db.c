@@ -137,7 +137,12 @@ db_connect(const Options *opts, char *err, size_t errlen)
 	/* commands must not inherit the socket */
 	fcntl(PQsocket(conn), F_SETFD, FD_CLOEXEC);
 	read_max_output();
-	if (!exec_simple("SET workflow.notify_jobs = on") ||
+	/*
+	 * The engine refuses any other isolation level; a database or role
+	 * default of a stricter one must not make every call fail.
+	 */
+	if (!exec_simple("SET default_transaction_isolation = 'read committed'") ||
+		!exec_simple("SET workflow.notify_jobs = on") ||
 		!exec_simple("LISTEN workflow_jobs"))
 	{
 		snprintf(err, errlen, "%s", last_error);
