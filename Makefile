@@ -56,6 +56,34 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# workflow-worker (worker/): a libpq client program.  PGXS builds either a
+# module or a program per Makefile, so the program has its own rules here.
+WORKER = worker/workflow-worker
+WORKER_OBJS = worker/main.o worker/options.o worker/loop.o worker/db.o \
+	worker/command.o worker/json.o worker/util.o
+WORKER_CFLAGS = -std=c99 -D_GNU_SOURCE -O2 -g -Wall -Wextra $(WERROR) \
+	-I$(shell $(PG_CONFIG) --includedir)
+WORKER_LDFLAGS = -L$(shell $(PG_CONFIG) --libdir)
+
+all: $(WORKER)
+
+worker/%.o: worker/%.c worker/worker.h
+	$(CC) $(WORKER_CFLAGS) -c -o $@ $<
+
+$(WORKER): $(WORKER_OBJS)
+	$(CC) -o $@ $(WORKER_OBJS) $(WORKER_LDFLAGS) -lpq
+
+install: install-worker
+.PHONY: install-worker clean-worker
+install-worker: $(WORKER)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)' '$(DESTDIR)$(mandir)/man1'
+	$(INSTALL_PROGRAM) $(WORKER) '$(DESTDIR)$(bindir)/workflow-worker'
+	$(INSTALL_DATA) worker/workflow-worker.1 '$(DESTDIR)$(mandir)/man1/workflow-worker.1'
+
+clean: clean-worker
+clean-worker:
+	rm -f $(WORKER) $(WORKER_OBJS)
+
 $(OBJS): src/workflow.h src/errors.h
 
 .PHONY: test demo prove bench profile

@@ -68,6 +68,7 @@ MODES = {
         timer_steps=10000, timer_runs=(1000, 10),
         saga_steps=10000, join_width=100,
         maint_total=1000000, maint_first=100000, maint_cycle=20000,
+        worker_jobs=20000,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -89,6 +90,7 @@ MODES = {
         timer_steps=10000, timer_runs=(1000, 10),
         saga_steps=10000, join_width=100,
         maint_total=200000, maint_first=20000, maint_cycle=10000,
+        worker_jobs=20000,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -111,12 +113,13 @@ MODES = {
         timer_steps=200, timer_runs=(20, 10),
         saga_steps=30, join_width=10,
         maint_total=3000, maint_first=1000, maint_cycle=500,
+        worker_jobs=300,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
           "event_cost", "start_run", "graph", "bloat", "peers", "timers", "sagas",
-          "maintenance", "reference_end"]
+          "worker", "maintenance", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -1735,6 +1738,89 @@ class Bench:
             self.sagas_chain(db, rep, N)
         self.sagas_inputs(db)
         self.drop_db(db)
+
+    def worker_binary(self):
+        """workflow-worker next to psql (make install puts it there)."""
+        path = os.path.join(PGBIN, "workflow-worker")
+        return path if os.access(path, os.X_OK) else None
+
+    def g_worker(self):
+        """The worker program (1.8): worker_jobs plain jobs drained by one
+        workflow-worker --exec true --concurrency 8 (one complete_and_claim,
+        so one commit, per job), and the same with --batch 100 (one
+        transaction per batch of outcomes and the next claim); the two take
+        turns within each repetition.  Timed on the server's clock from
+        right before the worker starts (connecting included) to the
+        finished_at of the last job, on a queue filled and VACUUMed
+        beforehand; the driver checks for the end every 250 ms with a
+        query on the partial index of RUNNING jobs and the claim index, so
+        that watching costs the server next to nothing.  The ratio is to
+        pgbench -N at the workloads' client count.  Each job forks
+        /bin/sh -c true: the figure includes the process cost."""
+        cfg = self.cfg
+        binary = self.worker_binary()
+        if binary is None:
+            self.say("  %s/workflow-worker is not installed: nothing to measure" % PGBIN)
+            return
+        try:
+            import psycopg
+        except ImportError:
+            raise BenchError("python3-psycopg is missing: the worker group needs it")
+        db = self.fresh_db("wf_worker")
+        N = cfg["worker_jobs"]
+        variants = [("worker.single", "one commit per job (complete_and_claim)", []),
+                    ("worker.batch100", "--batch 100 (complete_jobs + claim)",
+                     ["--batch", "100"])]
+        with psycopg.connect(self.conninfo(db), autocommit=True) as conn:
+            for rep in range(1, cfg["reps"] + 1):
+                turn = list(variants) if rep % 2 else list(reversed(variants))
+                for key, what, extra in turn:
+                    self.worker_drain(db, conn, binary, rep, key, what, extra, N)
+        self.drop_db(db)
+
+    def worker_drain(self, db, conn, binary, rep, key, what, extra, n):
+        jt = "%s.%d" % (key, rep)
+        self.fill_plain(db, jt, n)
+        self.sql(db, "VACUUM ANALYZE workflow.job_queue")
+        log = os.path.join(self.logdir, "%s-%d.log" % (key, rep))
+        left = ("SELECT count(*) FROM workflow.job_queue WHERE job_type = %s"
+                " AND status IN ('QUEUED', 'RUNNING')")
+        t = now()
+        t0 = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        with open(log, "w") as errf:
+            p = subprocess.Popen([binary, "--dsn", self.conninfo(db), "--type", jt,
+                                  "--exec", "true", "--concurrency", "8", "--quiet"] + extra,
+                                 env=self.env, stdout=subprocess.DEVNULL, stderr=errf)
+            deadline = t + max(120, n / 50)
+            while p.poll() is None and now() < deadline:
+                time.sleep(0.25)
+                if conn.execute(left, (jt,)).fetchone()[0] == 0:
+                    break
+            done, t1 = conn.execute(
+                "SELECT count(*), extract(epoch FROM max(finished_at)) FROM workflow.job_queue"
+                " WHERE job_type = %s AND status = 'SUCCEEDED'", (jt,)).fetchone()
+            secs = float(t1 - t0) if done else 0.0
+            p.terminate()
+            try:
+                rc = p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = p.wait()
+        if done < n:
+            raise BenchError("%s: %d of %d jobs SUCCEEDED (worker exit %s, log %s)"
+                             % (key, done, n, p.returncode, log))
+        if rc != 0:
+            raise BenchError("%s: the worker exited %d after SIGTERM (log %s)" % (key, rc, log))
+        rate = n / secs if secs > 0 else 0.0
+        ref = self.ref_tps(self.clients)
+        ratio = rate / ref if ref else 0.0
+        self.record(group="worker", key=key, title="workflow-worker --exec true"
+                    " --concurrency 8, %s" % what, clients=8, rep=rep,
+                    value="%.3f" % rate, unit="jobs/s", events=n, seconds="%.4f" % secs,
+                    note="%.3f of pgbench -N at %d clients (%.0f tps)"
+                         % (ratio, self.clients, ref or 0))
+        self.say("  %s rep %d/%d: %d jobs in %.2f s = %.0f jobs/s, %.3f of pgbench -N"
+                 % (key, rep, self.cfg["reps"], n, secs, rate, ratio))
 
     def sagas_chain(self, db, rep, n):
         jt, undo, last = "bench.saga_r%d" % rep, "bench.undo_r%d" % rep, "bench.last_r%d" % rep

@@ -30,7 +30,7 @@ FIRST_PORT=54329
 WORKERS=${DEMO_WORKERS:-2}
 TIMEOUT=${DEMO_TIMEOUT:-60}
 RETRY_BASE_DELAY_MS=200
-PACKAGES=(postgresql-15 postgresql-server-dev-15 python3-psycopg graphviz make gcc)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 python3-psycopg graphviz make gcc libpq-dev)
 
 say() { printf '\n==> %s\n' "$*"; }
 note() { printf '    %s\n' "$*"; }

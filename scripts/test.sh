@@ -278,7 +278,7 @@ trap 'exit 130' INT TERM
 header "packages"
 PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 	postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
-	libipc-run-perl python3-psycopg python3-hypothesis graphviz make gcc)
+	libipc-run-perl libpq-dev python3-psycopg python3-hypothesis graphviz make gcc)
 missing=()
 for p in "${PACKAGES[@]}"; do
 	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
