@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/demo.sh (make demo): build and install the extension, start a
-# project-local PostgreSQL 15 cluster in .demo/, and run three workflows with
-# real worker processes (demo/*.py) against it.
+# project-local PostgreSQL 15 cluster in .demo/ with the library preloaded
+# (so that the maintenance background worker reaps, fires timers, purges and
+# vacuums), and run three workflows with workflow-worker processes against
+# it, each step a small command (demo/step.py).
 #
 #  1. installs the missing Debian packages (apt-get update only then);
 #  2. builds the extension and installs it;
@@ -9,12 +11,17 @@
 #     when run as root), on a free port from 54329 up, 127.0.0.1 only, with
 #     its unix socket inside the cluster directory;
 #  4. recreates database workflow_demo, starts three runs (the third a saga
-#     whose last step fails, so that it is compensated), two workers, an
-#     approver and a listener for workflow_run_terminal;
+#     whose last step fails, so that it is compensated), two workflow-worker
+#     processes, an approver and a listener for workflow_run_terminal, and
+#     stops the workers (SIGTERM) once every run is terminal;
 #  5. prints each run and its steps and checks them against demo/demolib.py;
 #  6. prints the history of the first run and of the saga (workflow.run_history);
 #  7. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
-#     .demo/<label>.svg and .demo/<label>.png, next to its DOT source.
+#     .demo/<label>.svg and .demo/<label>.png, next to its DOT source;
+#  8. shows what the maintenance worker did (workflow.maintenance_status).
+#
+# Nothing in the demo calls reap_expired, fire_timers, purge or VACUUM: the
+# maintenance background worker does.
 #
 # Exits non-zero when a run or step did not end as expected.
 # Environment: DEMO_WORKERS (default 2), DEMO_TIMEOUT (seconds, default 60).
@@ -108,6 +115,7 @@ installed=1
 for f in workflow.so; do
 	cmp -s "$REPO/$f" "$PKGLIBDIR/$f" || installed=0
 done
+cmp -s "$REPO/worker/workflow-worker" "$PGBIN/workflow-worker" || installed=0
 for f in "$REPO"/workflow.control "$REPO"/workflow--*.sql; do
 	cmp -s "$f" "$SHAREDIR/extension/$(basename "$f")" || installed=0
 done
@@ -255,12 +263,21 @@ start_cluster() {
 		listen_addresses = '127.0.0.1'
 		unix_socket_directories = '$sock'
 		unix_socket_permissions = 0700
+		shared_preload_libraries = 'workflow'
+		workflow.maintenance_databases = '$DB'
+		workflow.maintenance_interval = '1s'
+		workflow.retention = '1 day'
 	EOF
 	pg_ctl -w -t 60 -l "$LOGFILE" start >/dev/null 2>&1
 }
 
 server_answers() {
 	"$PGBIN/psql" -X -h "$SOCKDIR" -p "$1" -U postgres -d postgres -Atqc 'SELECT 1' >/dev/null 2>&1
+}
+
+# Prints the preloaded libraries of the server on port $1.
+preloaded() {
+	"$PGBIN/psql" -X -h "$SOCKDIR" -p "$1" -U postgres -d postgres -Atqc 'SHOW shared_preload_libraries' 2>/dev/null
 }
 
 state=new
@@ -288,8 +305,12 @@ fi
 PORT=
 if [ "$state" = running ]; then
 	PORT=$(sed -n 4p "$PGDATA/postmaster.pid")
-	if [[ "$PORT" =~ ^[0-9]+$ ]] && server_answers "$PORT"; then
+	if [[ "$PORT" =~ ^[0-9]+$ ]] && server_answers "$PORT" && [ "$(preloaded "$PORT")" = workflow ]; then
 		note "reusing the running cluster on port $PORT"
+	elif [[ "$PORT" =~ ^[0-9]+$ ]] && server_answers "$PORT"; then
+		note "the running cluster does not preload the library: restarting it"
+		stop_cluster
+		state=stopped
 	else
 		note "the running cluster does not answer: stopping it"
 		stop_cluster
@@ -351,11 +372,11 @@ else
 	note "WARNING: the engine has no setting workflow.retry_base_delay_ms; retries use its built-in delay"
 fi
 
-# Least privilege: the workers log in as a role granted workflow_worker
-# (and workflow_reader, to read their step's key and their job's fate), the
-# run starter, the approver, the listener and the final check as one granted
-# workflow_client and workflow_reader.  Neither may write a table; the
-# engine's functions do that with the extension owner's rights.
+# Least privilege: the workers log in as a role granted only
+# workflow_worker, the run starter, the approver, the listener and the final
+# check as one granted workflow_client and workflow_reader.  Neither may
+# write a table; the engine's functions do that with the extension owner's
+# rights.
 "${PSQL[@]}" -q -c "SET client_min_messages = warning" -c "DO \$\$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_worker') THEN
@@ -364,14 +385,14 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_client') THEN
         CREATE ROLE demo_client LOGIN;
     END IF;
-END \$\$" -c "GRANT workflow_worker, workflow_reader TO demo_worker" \
+END \$\$" -c "REVOKE workflow_reader FROM demo_worker" -c "GRANT workflow_worker TO demo_worker" \
 	-c "GRANT workflow_client, workflow_reader TO demo_client" ||
 	die "could not create the demo's roles"
-note "workers log in as demo_worker (workflow_worker, workflow_reader); the run starter, approver, listener and check as demo_client (workflow_client, workflow_reader)"
+note "workers log in as demo_worker (workflow_worker); the run starter, approver, listener and check as demo_client (workflow_client, workflow_reader)"
 
 # ------------------------------------------------------------------- demo
 
-say "running three workflows with $WORKERS workers (at most ${TIMEOUT}s)"
+say "running three workflows with $WORKERS workflow-worker processes (at most ${TIMEOUT}s)"
 note "run-1, run-2: prepare -> (build_a, build_b, flaky) -> approve (external) -> publish;"
 note "cleanup waits for build_a, build_b, flaky and publish whatever their outcome"
 note "run-3: an order saga: reserve -> charge -> ship; each of the first two has a"
@@ -404,9 +425,18 @@ done
 
 PGUSER=demo_client "$PY" start_runs.py || die "could not start the runs"
 
+# Every step is demo/step.py, run by workflow-worker with the job's payload
+# on stdin; its stdout is the step's output, a failure its exit status.
+TYPES=(demo.prepare demo.build demo.integration_test demo.publish demo.cleanup
+	demo.reserve demo.charge demo.ship demo.release demo.refund)
+type_flags=()
+for t in "${TYPES[@]}"; do type_flags+=(--type "$t"); done
+note "$PGBIN/workflow-worker ${type_flags[*]} --concurrency 2 --exec '$PY $REPO/demo/step.py'"
 workers=()
 for i in $(seq "$WORKERS"); do
-	PGUSER=demo_worker "$PY" worker.py "worker-$i" &
+	DEMO_WORKER=worker-$i PGUSER=demo_worker "$PGBIN/workflow-worker" "${type_flags[@]}" \
+		--worker-id "worker-$i" --concurrency 2 --grace 10 \
+		--exec "$PY $(printf '%q' "$REPO/demo/step.py")" &
 	workers+=("$!")
 	pids+=("$!")
 done
@@ -415,8 +445,13 @@ approver=$!
 pids+=("$approver")
 
 status=0
+PGUSER=demo_client "$PY" wait_runs.py || status=1
+note "stopping the workers (SIGTERM): they finish what runs, give back what is left, exit 0"
 for pid in "${workers[@]}"; do
-	wait "$pid" || status=1
+	kill -TERM "$pid" 2>/dev/null || true
+done
+for pid in "${workers[@]}"; do
+	wait "$pid" || { note "a workflow-worker exited with status $?"; status=1; }
 done
 wait "$approver" || status=1
 wait "$listener" || status=1
@@ -477,6 +512,16 @@ while IFS=$'\t' read -r label run_id; do
 		status=1
 	fi
 done <"$DEMO_RUNS_FILE"
+
+say "the maintenance background worker (workflow.maintenance_status)"
+"${PSQL[@]}" <<-'SQL' || status=1
+	\pset footer off
+	\x on
+	SELECT database, pid, state, last_pass_at, passes, reaped, fired, purged,
+	       vacuums, errors
+	  FROM workflow.maintenance_status WHERE database = current_database();
+	\x off
+SQL
 
 say "checking the outcome"
 PGUSER=demo_client "$PY" check.py || status=1
