@@ -43,6 +43,8 @@ static void ReadJob(const pg_uuid_t *job_id, WfJobState *job);
 static void ReadHeldJob(FunctionCallInfo fcinfo, WfJobState *job);
 static Datum ReadInputs(const WfJobState *job);
 static Datum ReadStepKey(const WfJobState *job);
+static Datum ReadForHeldJob(FunctionCallInfo fcinfo,
+							Datum (*read) (const WfJobState *job), bool step_only);
 
 /* ArgUuid returns a uuid argument, refusing NULL. */
 static pg_uuid_t *
@@ -157,11 +159,13 @@ ReadStepKey(const WfJobState *job)
 }
 
 /*
- * JobInputs returns the inputs of the job the caller holds, after the
- * checks of the other worker calls.
+ * ReadForHeldJob checks that the caller holds the job named by the first
+ * two arguments, with the checks of the other worker calls, and returns
+ * what read gives for it; a plain job's step key is NULL.
  */
 static Datum
-JobInputs(PG_FUNCTION_ARGS)
+ReadForHeldJob(FunctionCallInfo fcinfo, Datum (*read) (const WfJobState *job),
+			   bool step_only)
 {
 	WfJobState	job;
 	Datum		result;
@@ -170,30 +174,28 @@ JobInputs(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	ReadHeldJob(fcinfo, &job);
-	result = ReadInputs(&job);
+	result = read(&job);
 	SPI_finish();
+	if (step_only && !job.has_step)
+		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
+}
+
+/* JobInputs returns the inputs of the job the caller holds. */
+static Datum
+JobInputs(PG_FUNCTION_ARGS)
+{
+	return ReadForHeldJob(fcinfo, ReadInputs, false);
 }
 
 /*
  * JobStepKey returns the key of the step of the job the caller holds, or
- * NULL for a plain job, after the checks of the other worker calls.
+ * NULL for a plain job.
  */
 static Datum
 JobStepKey(PG_FUNCTION_ARGS)
 {
-	WfJobState	job;
-	Datum		result;
-
-	WfRequireReadCommitted();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	ReadHeldJob(fcinfo, &job);
-	result = ReadStepKey(&job);
-	SPI_finish();
-	if (!job.has_step)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
+	return ReadForHeldJob(fcinfo, ReadStepKey, true);
 }
 
 /*

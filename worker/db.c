@@ -327,6 +327,28 @@ claim_sql(const Options *opts, const char *from)
 	return buf_steal(&b);
 }
 
+/*
+ * claim_call runs a statement that claims (claim or complete_and_claim,
+ * wrapped by claim_sql) and parses the jobs it returned.
+ */
+static DbStatus
+claim_call(const char *sql, int nparams, const char *const *params,
+		   Job ***out, int *nout)
+{
+	PGresult   *res = NULL;
+	DbStatus	st;
+
+	*nout = 0;
+	*out = NULL;
+	st = run(sql, nparams, params, &res);
+	if (st == DB_OK)
+	{
+		parse_claimed(res, out, nout);
+		PQclear(res);
+	}
+	return st;
+}
+
 DbStatus
 db_claim(const Options *opts, int n, Job ***out, int *nout)
 {
@@ -334,7 +356,6 @@ db_claim(const Options *opts, int n, Job ***out, int *nout)
 	char	   *types = types_literal(opts);
 	char	   *sql = claim_sql(opts, "workflow.claim($1, $2::text[], $3::integer, $4::uuid, $5)");
 	const char *params[5];
-	PGresult   *res = NULL;
 	DbStatus	st;
 
 	snprintf(size, sizeof(size), "%d", n);
@@ -343,14 +364,7 @@ db_claim(const Options *opts, int n, Job ***out, int *nout)
 	params[2] = size;
 	params[3] = opts->organization;
 	params[4] = opts->stage;
-	*nout = 0;
-	*out = NULL;
-	st = run(sql, 5, params, &res);
-	if (st == DB_OK)
-	{
-		parse_claimed(res, out, nout);
-		PQclear(res);
-	}
+	st = claim_call(sql, 5, params, out, nout);
 	free(sql);
 	free(types);
 	return st;
@@ -365,7 +379,6 @@ db_complete_and_claim(const Options *opts, Job *job, int n, Job ***out, int *nou
 								"workflow.complete_and_claim($1::uuid, $2::uuid, $3::jsonb, $4, "
 								"$5::text[], $6::integer, $7::uuid, $8)");
 	const char *params[8];
-	PGresult   *res = NULL;
 	DbStatus	st;
 
 	snprintf(size, sizeof(size), "%d", n);
@@ -377,14 +390,7 @@ db_complete_and_claim(const Options *opts, Job *job, int n, Job ***out, int *nou
 	params[5] = size;
 	params[6] = opts->organization;
 	params[7] = opts->stage;
-	*nout = 0;
-	*out = NULL;
-	st = run(sql, 8, params, &res);
-	if (st == DB_OK)
-	{
-		parse_claimed(res, out, nout);
-		PQclear(res);
-	}
+	st = claim_call(sql, 8, params, out, nout);
 	free(sql);
 	free(types);
 	return st;
