@@ -35,7 +35,7 @@ event step, compensate_on anything but "failure"), by start_run and by
 register_workflow: a refused one is workflow.invalid_definition and writes
 nothing; a run started from a valid one has each step's compensate as
 given and compensate_on_failure as defined.  register_workflow,
-unregister_workflow, start_workflow, job_inputs, compensate_run, retry_run,
+unregister_workflow, start_workflow, job_inputs, job_step_key (1.8), compensate_run, retry_run,
 resume_run and retire_run with NULLs, unknown ids, other organizations,
 long and unicode names, and runs of every status (a fixture saga running,
 one compensated, a COMPLETED_WITH_ERRORS run with a FAILED step, a retired
@@ -279,6 +279,8 @@ SIGS = {
     "start_workflow": [("name", "text"), ("input", "jsonb"), ("organization_id", "uuid"),
                        ("idempotency_key", "text")],
     "job_inputs": [("job_id", "uuid"), ("lease_token", "uuid")],
+    # 1.8: the step key of a held job, for the worker program
+    "job_step_key": [("job_id", "uuid"), ("lease_token", "uuid")],
     "compensate_run": [("workflow_run_id", "uuid"), ("reason", "text"),
                        ("organization_id", "uuid")],
     "retry_run": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
@@ -309,6 +311,7 @@ DEFAULTS = {
     "unregister_workflow": [None, None],
     "start_workflow": [None, None, None, None],
     "job_inputs": [None, None],
+    "job_step_key": [None, None],
     "compensate_run": [None, None, None],
     "retry_run": [None, None],
     "resume_run": [None, None],
@@ -342,6 +345,7 @@ SELECTS = {
     "unregister_workflow": "1",
     "start_workflow": "x",
     "job_inputs": "x",
+    "job_step_key": "x",
     "compensate_run": "x::text",
     "retry_run": "x::text",
     "resume_run": "x::text",
@@ -1776,6 +1780,24 @@ def model_job_inputs(s, a):
                                           "job.not_running", "job.canceled"}, post)
 
 
+def model_job_step_key(s, a):
+    """The checks of job_inputs; a held job's step key, NULL for a plain
+    job, as workflow_steps and job_queue say."""
+    job, token = a
+    if job is None or token is None:
+        return Expect(IA)
+
+    def post(out):
+        v = out.rows[0][0] if out.rows else "no row"
+        want = s.q("SELECT s.step_key FROM workflow.job_queue j"
+                   " LEFT JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id"
+                   " WHERE j.id = %s", (job,))
+        if not want or v != want[0][0]:
+            return "job_step_key returned %r, the job's step is %r" % (v, want)
+    return Expect({"ok", "job.not_found", "job.lease_lost",
+                                          "job.not_running", "job.canceled"}, post)
+
+
 def model_register_workflow(s, a, validity=None):
     """name and version first (NULL, empty or too long: job.invalid_argument),
     then the definition, then activate."""
@@ -1824,6 +1846,7 @@ MODELS = {
     "compensate_run": model_compensate_run, "retry_run": model_retry_run,
     "resume_run": model_resume_run, "retire_run": model_retire_run,
     "job_inputs": model_job_inputs, "register_workflow": model_register_workflow,
+    "job_step_key": model_job_step_key,
     "unregister_workflow": model_unregister_workflow, "start_workflow": model_start_workflow,
     "send_event": model_send_event, "fire_timers": model_fire_timers,
     "enqueue": model_enqueue, "claim": model_claim, "heartbeat": model_heartbeat,
@@ -2013,7 +2036,7 @@ def trailing(draw, fn, args):
                 "start_run": 1, "complete_external_step": 3, "cancel_run": 1,
                 "run_history": 1, "run_graph": 1, "send_event": 2,
                 "fire_timers": 0, "register_workflow": 3, "unregister_workflow": 2,
-                "start_workflow": 1, "job_inputs": 2, "compensate_run": 1, "retry_run": 1,
+                "start_workflow": 1, "job_inputs": 2, "job_step_key": 2, "compensate_run": 1, "retry_run": 1,
                 "resume_run": 1, "retire_run": 2}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
@@ -3302,7 +3325,7 @@ def job_inputs_action(draw):
     job = draw(often(st.tuples(st.sampled_from(["running_step", "running", "job"]),
                                st.integers(0, 63), st.uuids()),
                      st.tuples(st.just("uuid"), st.integers(0, 63), st.uuids())))
-    return action("job_inputs", job, draw(token_ref))
+    return action(draw(st.sampled_from(["job_inputs", "job_step_key"])), job, draw(token_ref))
 
 
 # the runs of every status, the 1.7 ones among them, first
@@ -3721,6 +3744,7 @@ def null_sweep(s):
             "unregister_workflow": ["fz.flow", "2"],
             "start_workflow": ["fz.flow", '{"i": 1}', None, "sweep"],
             "job_inputs": [f["saga_job"], f["saga_token"]],
+            "job_step_key": [f["saga_job"], f["saga_token"]],
             "compensate_run": [f["run_saga"], "r", None],
             "retry_run": [f["run_retry"], None],
             "resume_run": [f["run_held"], None],
