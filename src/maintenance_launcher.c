@@ -19,6 +19,9 @@
  * storm.  The postmaster restarts the launcher itself after a crash, and
  * the launcher finds its workers again through the slots.
  *
+ * What one pass of its loop allocates lives in a context reset at every
+ * pass; the handles of its workers in TopMemoryContext.
+ *
  * Locks: AccessShareLock on pg_database, for a transaction, to look a
  * database up; the slots' spinlocks.
  *
@@ -43,6 +46,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
@@ -58,6 +62,9 @@ typedef struct LaunchedWorker
 } LaunchedWorker;
 
 static LaunchedWorker launched[WF_MAINTENANCE_SLOTS];
+
+/* What one pass of the loop allocates; reset at every pass. */
+static MemoryContext loop_context = NULL;
 
 PGDLLEXPORT void WfMaintenanceLauncherMain(Datum main_arg);
 
@@ -100,20 +107,47 @@ WfMaintenanceLauncherMain(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	memset(launched, 0, sizeof(launched));
+	loop_context = AllocSetContextCreate(TopMemoryContext,
+										 "workflow maintenance launcher",
+										 ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
+		/* a cancel has nothing to cancel here; SIGTERM still ends us */
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		MemoryContextReset(loop_context);
+		MemoryContextSwitchTo(loop_context);
 		LaunchListed();
+		MemoryContextSwitchTo(TopMemoryContext);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 wf_maintenance_interval_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
+}
+
+/*
+ * WfDatabaseListCheck refuses a workflow.maintenance_databases that is not
+ * a list of names, so that a typo in a reload keeps the list in force
+ * instead of stopping every database's maintenance.
+ */
+bool
+WfDatabaseListCheck(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval);
+	List	   *names = NIL;
+	bool		ok = SplitIdentifierString(copy, ',', &names);
+
+	list_free(names);
+	pfree(copy);
+	if (!ok)
+		GUC_check_errdetail("Give database names separated by commas; quote a name with double quotes.");
+	return ok;
 }
 
 /*
@@ -215,6 +249,7 @@ DatabaseExists(const char *database)
 	TableScanDesc scan;
 	HeapTuple	tuple;
 	bool		found = false;
+	MemoryContext context = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -230,6 +265,7 @@ DatabaseExists(const char *database)
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(context);
 	return found;
 }
 
@@ -241,6 +277,8 @@ static void
 StartWorker(int slotno, const char *database)
 {
 	BackgroundWorker worker;
+	MemoryContext context;
+	bool		registered;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
@@ -254,7 +292,10 @@ StartWorker(int slotno, const char *database)
 	worker.bgw_main_arg = Int32GetDatum(slotno);
 	strlcpy(worker.bgw_extra, database, BGW_EXTRALEN);
 	worker.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&worker, &launched[slotno].handle))
+	context = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &launched[slotno].handle);
+	MemoryContextSwitchTo(context);
+	if (!registered)
 	{
 		launched[slotno].handle = NULL;
 		WarnOnce(slotno, "no background worker slot",

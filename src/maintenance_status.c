@@ -127,8 +127,9 @@ Slot(int slotno)
 
 /*
  * WfMaintenanceSlotFor returns the slot of a database, taking a free one
- * when it has none; -1 when every slot is taken.  Only the launcher calls
- * it, so two calls never race for a free slot.
+ * when it has none; -1 when every slot is taken.  A slot is free once it
+ * was given up and its worker has left it.  Only the launcher calls it, so
+ * two calls never race for a free slot.
  */
 int
 WfMaintenanceSlotFor(const char *database)
@@ -142,7 +143,8 @@ WfMaintenanceSlotFor(const char *database)
 
 		SpinLockAcquire(&slot->mutex);
 		mine = slot->in_use && strcmp(NameStr(slot->database), database) == 0;
-		if (!slot->in_use && free_slot < 0)
+		/* a slot given up keeps its worker until that worker has left */
+		if (!slot->in_use && slot->pid == 0 && free_slot < 0)
 			free_slot = i;
 		SpinLockRelease(&slot->mutex);
 		if (mine)

@@ -27,16 +27,18 @@
  * only when they did something.
  *
  * Between passes the worker waits on its latch, waking at least twice a
- * second to see whether its database is being dropped: DROP DATABASE
- * holds an AccessExclusiveLock on the database while it waits for the
- * database's sessions to leave, so a try of a conflicting lock tells; the
- * worker then exits (the launcher starts it again after an interval if the
- * database is still there).  SIGTERM (server shutdown, or the launcher
- * when the database is taken off the list) ends the worker after the step
- * it is in.
+ * second, and before every step it looks whether its database is wanted
+ * without sessions: DROP DATABASE, CREATE DATABASE with it as template,
+ * and renaming or moving it hold a lock on the database that conflicts
+ * with the one a new session takes, while they wait (5 s at most) for its
+ * sessions to leave; a try of that lock tells, and the worker exits (the
+ * launcher starts it again after an interval if the database is still
+ * there).  SIGTERM (server shutdown, or the launcher when the database is
+ * taken off the list) ends the worker at once, as it ends a backend
+ * (die); a cancel while it is idle is ignored.
  *
- * Locks: a session AccessShareLock on its database, tried and released at
- * once; what the engine's functions and VACUUM take.
+ * Locks: a session RowExclusiveLock on its database, tried and released
+ * at once; what the engine's functions and VACUUM take.
  *
  *-------------------------------------------------------------------------
  */
@@ -109,7 +111,8 @@ typedef struct ScalarCall
 	int64		result;
 } ScalarCall;
 
-static volatile sig_atomic_t stop_requested = false;
+/* Set once the worker must go: its database is being dropped or its slot taken. */
+static bool leaving = false;
 static int	my_slot = -1;
 static char my_database[NAMEDATALEN];
 static MemoryContext pass_context = NULL;
@@ -117,10 +120,10 @@ static Summary summary;
 
 PGDLLEXPORT void WfMaintenanceWorkerMain(Datum main_arg);
 
-static void HandleSigterm(SIGNAL_ARGS);
 static void LeaveSlot(int code, Datum arg);
 static bool StillMine(void);
 static bool DatabaseBeingDropped(void);
+static bool MustLeave(void);
 static void WaitForNextPass(TimestampTz next_pass);
 static void RunPass(void);
 static bool RunStep(PassStep step, void *arg, const char *what);
@@ -132,16 +135,6 @@ static void VacuumBusyTables(WfMaintenancePass *pass);
 static void DeadTuplesStep(void *arg);
 static void VacuumStep(void *arg);
 static void Summarize(const WfMaintenancePass *pass, int errors);
-
-static void
-HandleSigterm(SIGNAL_ARGS)
-{
-	int			save_errno = errno;
-
-	stop_requested = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
 
 static void
 LeaveSlot(int code, Datum arg)
@@ -158,7 +151,7 @@ WfMaintenanceWorkerMain(Datum main_arg)
 	my_slot = DatumGetInt32(main_arg);
 	strlcpy(my_database, MyBgworkerEntry->bgw_extra, sizeof(my_database));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, HandleSigterm);
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	if (!WfMaintenanceSlotClaim(my_slot, my_database))
 		proc_exit(0);
@@ -175,7 +168,7 @@ WfMaintenanceWorkerMain(Datum main_arg)
 	summary.since = GetCurrentTimestamp();
 	WfMaintenanceSlotState(my_slot, "started");
 
-	while (!stop_requested && StillMine() && !DatabaseBeingDropped())
+	while (!MustLeave())
 	{
 		if (ConfigReloadPending)
 		{
@@ -204,9 +197,11 @@ StillMine(void)
 }
 
 /*
- * DatabaseBeingDropped tries a lock that DROP DATABASE's conflicts with:
- * if it is not free, the database is being dropped (or renamed, or moved)
- * and this worker must leave.
+ * DatabaseBeingDropped tries the lock a new session takes on its database
+ * (RowExclusiveLock, as InitPostgres does): DROP DATABASE, CREATE DATABASE
+ * using it as template, and renaming or moving it hold a lock that
+ * conflicts while they wait for the database's sessions to leave, so if it
+ * is not free this worker must leave.
  */
 static bool
 DatabaseBeingDropped(void)
@@ -214,15 +209,29 @@ DatabaseBeingDropped(void)
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, MyDatabaseId, 0);
-	if (LockAcquire(&tag, AccessShareLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+	if (LockAcquire(&tag, RowExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 	{
 		ereport(LOG,
-				(errmsg("workflow maintenance of database \"%s\" stops: the database is being dropped or altered",
+				(errmsg("workflow maintenance of database \"%s\" stops: the database is being dropped, copied or altered",
 						my_database)));
 		return true;
 	}
-	LockRelease(&tag, AccessShareLock, true);
+	LockRelease(&tag, RowExclusiveLock, true);
 	return false;
+}
+
+/*
+ * MustLeave says whether the worker must stop now: its slot was taken
+ * back, or its database is wanted without sessions.  It is asked between
+ * passes and before every step, so that a pass never keeps a DROP
+ * DATABASE waiting for more than one step.
+ */
+static bool
+MustLeave(void)
+{
+	if (!leaving && (!StillMine() || DatabaseBeingDropped()))
+		leaving = true;
+	return leaving;
 }
 
 /* WaitForNextPass sleeps until the next pass, or a signal, or a DROP check. */
@@ -237,6 +246,8 @@ WaitForNextPass(TimestampTz next_pass)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 Min(wait_ms, DROP_CHECK_MS), PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
+	/* a cancel while idle has nothing to cancel; SIGTERM still ends us */
+	QueryCancelPending = false;
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -276,8 +287,7 @@ RunPass(void)
 							   wf_retention, PAGE, MAX_CALLS, &failed);
 		errors += failed;
 	}
-	if (!stop_requested)
-		VacuumBusyTables(&pass);
+	VacuumBusyTables(&pass);
 
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
@@ -297,6 +307,8 @@ RunStep(PassStep step, void *arg, const char *what)
 	MemoryContext context = CurrentMemoryContext;
 	volatile bool ok = true;
 
+	if (MustLeave())
+		return false;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
@@ -401,14 +413,14 @@ RunPages(const char *sql, const char *text_arg, int64 page, int max_calls,
 	int64		total = 0;
 
 	*failed = false;
-	for (int i = 0; i < max_calls && !stop_requested; i++)
+	for (int i = 0; i < max_calls && !leaving; i++)
 	{
 		call.sql = sql;
 		call.text_arg = text_arg;
 		call.result = 0;
 		if (!RunStep(ScalarStep, &call, sql))
 		{
-			*failed = true;
+			*failed = !leaving;
 			break;
 		}
 		total += call.result;
@@ -474,7 +486,7 @@ VacuumBusyTables(WfMaintenancePass *pass)
 	memset(&counts, 0, sizeof(counts));
 	if (!RunStep(DeadTuplesStep, &counts, "reading dead tuples"))
 		return;
-	for (int i = 0; i < lengthof(busy_tables) && !stop_requested; i++)
+	for (int i = 0; i < lengthof(busy_tables) && !leaving; i++)
 	{
 		if (counts.dead[i] < wf_maintenance_vacuum_threshold)
 			continue;
@@ -525,8 +537,9 @@ Summarize(const WfMaintenancePass *pass, int errors)
 
 /*
  * WfRetentionCheck accepts "off", or an interval of at least zero in
- * PostgreSQL's interval syntax ('7 days', '12h'), without raising an
- * error: the postmaster runs it too.
+ * PostgreSQL's interval syntax ('7 days', '12h', 'P7D'), without raising
+ * an error: the postmaster runs it too.  A month counts as 30 days, as
+ * purge compares intervals.
  */
 bool
 WfRetentionCheck(char **newval, void **extra, GucSource source)
@@ -538,18 +551,27 @@ WfRetentionCheck(char **newval, void **extra, GucSource source)
 	int			dtype;
 	struct pg_itm_in itm;
 	Interval	span;
+	char	   *copy;
+	bool		parsed;
 
 	if (pg_strcasecmp(*newval, "off") == 0)
 		return true;
-	if (ParseDateTime(*newval, workbuf, sizeof(workbuf), field, ftype,
-					  MAXDATEFIELDS, &nf) != 0 ||
-		DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE, &dtype, &itm) != 0 ||
-		dtype != DTK_DELTA || itmin2interval(&itm, &span) != 0)
+	parsed = ParseDateTime(*newval, workbuf, sizeof(workbuf), field, ftype,
+						   MAXDATEFIELDS, &nf) == 0 &&
+		DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE, &dtype, &itm) == 0;
+	if (!parsed)
+	{
+		copy = pstrdup(*newval);
+		parsed = DecodeISO8601Interval(copy, &dtype, &itm) == 0;
+		pfree(copy);
+	}
+	if (!parsed || dtype != DTK_DELTA || itmin2interval(&itm, &span) != 0)
 	{
 		GUC_check_errdetail("Give \"off\" or an interval, such as '7 days'.");
 		return false;
 	}
-	if (span.month < 0 || span.day < 0 || span.time < 0)
+	if ((double) span.month * DAYS_PER_MONTH * SECS_PER_DAY +
+		(double) span.day * SECS_PER_DAY + (double) span.time / USECS_PER_SEC < 0)
 	{
 		GUC_check_errdetail("The retention must not be negative.");
 		return false;

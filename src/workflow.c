@@ -151,7 +151,7 @@ DefineMaintenanceSettings(void)
 							   "Databases whose workflow maintenance the background worker does, comma-separated.",
 							   "Needs workflow in shared_preload_libraries; empty: none.",
 							   &wf_maintenance_databases, "",
-							   PGC_SIGHUP, GUC_LIST_INPUT, NULL, NULL, NULL);
+							   PGC_SIGHUP, GUC_LIST_INPUT, WfDatabaseListCheck, NULL, NULL);
 	DefineCustomIntVariable("workflow.maintenance_interval",
 							"Time between two maintenance passes of a database.",
 							NULL, &wf_maintenance_interval_ms, 1000, 10, 3600 * 1000,

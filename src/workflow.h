@@ -404,6 +404,7 @@ extern void WfMaintenanceSlotError(int slotno, const char *message);
 
 extern void WfMaintenanceLauncherRegister(void);
 extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
+extern bool WfDatabaseListCheck(char **newval, void **extra, GucSource source);
 
 /* privilege.c: version check, owner switch, tenant confinement */
 #define WF_SQL_VERSION "1.8"

@@ -12,7 +12,10 @@
 # - a reload adds and removes databases;
 # - after a backend crashes (and the postmaster restarts every process)
 #   the workers come back and reap again;
-# - DROP DATABASE of a maintained database succeeds at once;
+# - settings that do not parse are refused; a cancel does not end an idle
+#   worker, a terminated one is started again;
+# - CREATE DATABASE with a maintained database as template, and DROP
+#   DATABASE of a maintained database, succeed at once;
 # - the server stops cleanly with the workers running;
 # - without the preload the settings exist and the view is empty.
 
@@ -153,10 +156,55 @@ ok(poll(q{SELECT string_agg(database || ':' || state, ',' ORDER BY database)
             FROM workflow.maintenance_status}, 'extra:maintaining,postgres:maintaining', 15),
 	'a reload starts the added database\'s worker and drops the removed ones');
 my $extra_pid = status_of('extra', 'pid');
+my $t0;
+
+# ---- settings refused, signals ------------------------------------------------
+
+my ($ret, $out, $err) = $node->psql('postgres',
+	q{ALTER SYSTEM SET workflow.maintenance_databases = '"unbalanced'});
+isnt($ret, 0, 'a database list that does not parse is refused');
+like($err, qr/invalid value for parameter "workflow.maintenance_databases"/,
+	'with the setting named');
+($ret, $out, $err) = $node->psql('postgres', q{ALTER SYSTEM SET workflow.retention = '-1 day'});
+like($err, qr/The retention must not be negative/, 'a negative retention is refused');
+($ret, $out, $err) = $node->psql('postgres', q{ALTER SYSTEM SET workflow.retention = 'soon'});
+like($err, qr/invalid value for parameter "workflow.retention"/, 'a retention that is not an interval is refused');
+is($node->psql('postgres', q{ALTER SYSTEM SET workflow.retention = 'P7D'}), 0,
+	'an ISO 8601 retention is accepted');
+is($node->psql('postgres', q{ALTER SYSTEM SET workflow.retention = '1 day -1 hour'}), 0,
+	'a retention with a negative part but a positive total is accepted');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET workflow.retention = '2s'});
+$node->reload;
+
+my $pid_before = status_of('postgres', 'pid');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid_before)");
+usleep(3 * $INTERVAL_MS * 1000);
+is(status_of('postgres', 'pid'), $pid_before,
+	'a cancel of the idle maintenance worker does not end it');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid_before)");
+ok(poll(qq{SELECT pid IS NOT NULL AND pid <> $pid_before AND state = 'maintaining'
+             FROM workflow.maintenance_status WHERE database = 'postgres'}, 't', 15),
+	'a terminated maintenance worker is started again by the launcher');
+
+# ---- a maintained database as a template ------------------------------------
+
+$t0 = time;
+$node->safe_psql('postgres', 'CREATE DATABASE extra_copy TEMPLATE extra');
+my $copy_s = time - $t0;
+cmp_ok($copy_s, '<', 3,
+	sprintf('CREATE DATABASE with a maintained database as template succeeds at once (%.2f s)', $copy_s));
+is($node->safe_psql('extra_copy', q{SELECT extversion FROM pg_extension WHERE extname = 'workflow'}),
+	$node->safe_psql('extra', q{SELECT extversion FROM pg_extension WHERE extname = 'workflow'}),
+	'the copy has the extension');
+$node->safe_psql('postgres', 'DROP DATABASE extra_copy');
+ok(poll(q{SELECT state FROM workflow.maintenance_status WHERE database = 'extra'},
+		'maintaining', 15),
+	'the template database is maintained again after the copy');
+$extra_pid = status_of('extra', 'pid');
 
 # ---- DROP DATABASE ---------------------------------------------------------
 
-my $t0 = time;
+$t0 = time;
 $node->safe_psql('postgres', 'DROP DATABASE extra');
 my $drop_s = time - $t0;
 cmp_ok($drop_s, '<', 3, sprintf('DROP DATABASE of a maintained database succeeds at once (%.2f s)', $drop_s));
