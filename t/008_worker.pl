@@ -37,6 +37,8 @@
 #  11. a claim that fails inside complete_and_claim or a batch report (a
 #      trigger refuses it): the outcome is reported alone, not blamed;
 #  12. a LATIN1 database: payload and output are UTF-8 for the command;
+#  13. --grace 0 while a slow release keeps the loop busy: a command that
+#      ended meanwhile is reported, not released; server notices are logged;
 # and verify() is clean at the end.
 
 use strict;
@@ -676,6 +678,39 @@ is( $node->safe_psql('lat',
 	't', 'LATIN1 database: UTF-8 stdout is stored as the same characters');
 is(stop_worker($ew), 0, 'the LATIN1 worker exits 0');
 verify_is_clean($node, 'the LATIN1 database', 'lat');
+
+# ---- 13. a command that ends just as the grace period does ------------------------
+
+# --grace 0, --batch 2 --concurrency 1: at SIGTERM the job not started is
+# released, and a trigger makes that release take 2 s; the running command
+# ends meanwhile, before the grace period's SIGTERM: its outcome counts
+q1(q{CREATE FUNCTION public.slow_release() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF OLD.status = 'RUNNING' AND NEW.status = 'QUEUED' AND NEW.job_type = 't.l5' THEN
+		RAISE NOTICE 'slow release';
+		PERFORM pg_sleep(2);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER slow_release BEFORE UPDATE ON workflow.job_queue
+	FOR EACH ROW EXECUTE FUNCTION public.slow_release()});
+my $l5_sh = write_script('l5.sh', <<'EOF');
+touch "$DIR/l5.$WORKFLOW_JOB_ID"; sleep 1; echo '"ended on its own"'
+EOF
+my @l5 = map { enqueue('t.l5', "{\"n\": $_}") } 1 .. 2;
+my $l5w = start_worker('l5', '--dsn', $dsn, '--type', 't.l5', '--exec', "sh $l5_sh",
+	'--batch', '2', '--concurrency', '1', '--grace', '0');
+ok(wait_for_file("$dir/l5.$l5[0]", 30), 'the first t.l5 command started');
+is(stop_worker($l5w, 30), 0, 'SIGTERM with --grace 0: exit 0');
+is(job_row($l5[0], q{status || ' ' || output::text}), 'SUCCEEDED "ended on its own"',
+	'a command that ended before the SIGTERM of the grace period is reported, not released');
+is(job_row($l5[1], q{status || ' ' || attempt}), 'QUEUED 0', 'the job not started was released');
+my $l5_log = slurp_file($l5w->{log});
+like($l5_log, qr/^\S+Z workflow-worker: server: NOTICE:  slow release/m,
+	'a server notice is logged in the worker\'s format');
+unlike($l5_log, qr/^NOTICE/m, 'no bare notice line');
+q1("DROP TRIGGER slow_release ON workflow.job_queue; DROP FUNCTION public.slow_release();"
+	  . " SELECT workflow.cancel_job('$l5[1]')");
 
 verify_is_clean($node, 'after the workers');
 $node->stop;
