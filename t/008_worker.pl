@@ -30,6 +30,15 @@
 #      WORKFLOW_STEP_KEY and WORKFLOW_RUN_ID;
 #   8. the database stopped for longer than --reconnect: exit 2, the
 #      command killed, one line on stderr;
+#   9. the database stopped for 3 s under a worker whose command ends
+#      meanwhile: the worker uses (almost) no CPU while it waits;
+#  10. --batch 4 --concurrency 1 with a 3 s lease: finished jobs waiting
+#      for the batch are heartbeated, reap_expired expires none;
+#  11. a claim that fails inside complete_and_claim or a batch report (a
+#      trigger refuses it): the outcome is reported alone, not blamed;
+#  12. a LATIN1 database: payload and output are UTF-8 for the command;
+#  13. --grace 0 while a slow release keeps the loop busy: a command that
+#      ended meanwhile is reported, not released; server notices are logged;
 # and verify() is clean at the end.
 
 use strict;
@@ -146,6 +155,19 @@ sub wait_until_sql
 	while (time < $deadline)
 	{
 		return 1 if q1($sql) eq 't';
+		usleep(100_000);
+	}
+	diag("timed out waiting for: $sql");
+	return 0;
+}
+
+sub wait_until_sql_db
+{
+	my ($db, $sql, $timeout) = @_;
+	my $deadline = time + $timeout;
+	while (time < $deadline)
+	{
+		return 1 if $node->safe_psql($db, $sql) eq 't';
 		usleep(100_000);
 	}
 	diag("timed out waiting for: $sql");
@@ -529,6 +551,166 @@ ok( wait_until_sql(
 		  . " FROM workflow.job_queue WHERE id = '$gone'", 30),
 	'the abandoned job is QUEUED again once its lease expired');
 q1("SELECT workflow.cancel_job('$gone')");
+
+# ---- 9. no busy loop while the database is away -------------------------------
+
+# cpu_seconds(PID): user + system CPU time of a process so far
+sub cpu_seconds
+{
+	my ($pid) = @_;
+	my $stat = slurp_or_empty("/proc/$pid/stat");
+	$stat =~ s/^.*\) //s;
+	my @f = split / /, $stat;
+	# after "pid (comm) ": state is field 0, utime 11, stime 12
+	return ($f[11] + $f[12]) / POSIX::sysconf(POSIX::_SC_CLK_TCK);
+}
+
+my $idle_sh = write_script('idle.sh', <<'EOF');
+touch "$DIR/idle.started"; sleep 1; echo '{"idle": true}'
+EOF
+my $idle = enqueue('t.idle', '{}', timeout_seconds => 9);
+my $iw2 = start_worker('idle', '--dsn', $dsn, '--type', 't.idle',
+	'--exec', "sh $idle_sh");
+ok(wait_for_file("$dir/idle.started", 30), 'the command of t.idle started');
+my $cpu0 = cpu_seconds($iw2->{pid});
+$node->stop('fast');
+# the command ends while the server is away: its report and the heartbeats
+# wait for the reconnection
+sleep(3);
+my $cpu = cpu_seconds($iw2->{pid}) - $cpu0;
+$node->start;
+ok($cpu < 0.5, "the worker idles while the database is away ($cpu s of CPU in 3 s)");
+ok(wait_until_sql("SELECT status = 'SUCCEEDED' FROM workflow.job_queue WHERE id = '$idle'", 30),
+	'the job that ended while the database was away is SUCCEEDED after the reconnection');
+is(stop_worker($iw2), 0, 'that worker exits 0');
+
+# ---- 10. finished jobs keep their lease while they wait for the batch --------------
+
+# --batch 4 --concurrency 1: the first outcome waits for the fourth, longer
+# than the 3 s lease; reap_expired meanwhile must find every lease extended
+my $lease_sh = write_script('lease.sh', <<'EOF');
+sleep 1.5; printf '%s\n' "$WORKFLOW_JOB_ID" >> "$DIR/lease.runs"; echo '{}'
+EOF
+my @lease = map { enqueue('t.lease', "{\"n\": $_}", timeout_seconds => 3) } 1 .. 4;
+my $lw = start_worker('lease', '--dsn', $dsn, '--type', 't.lease',
+	'--exec', "sh $lease_sh", '--batch', '4', '--concurrency', '1');
+{
+	my $deadline = time + 40;
+	my $reaped = 0;
+	while (time < $deadline)
+	{
+		$reaped += q1('SELECT workflow.reap_expired()');
+		last if q1("SELECT count(*) = 4 FROM workflow.job_queue WHERE job_type = 't.lease'"
+			  . " AND status = 'SUCCEEDED'") eq 't';
+		usleep(200_000);
+	}
+	is($reaped, 0, '--batch: no lease expired while finished jobs waited for the batch');
+}
+is( q1("SELECT string_agg(status || ' ' || attempt, ',') FROM workflow.job_queue WHERE job_type = 't.lease'"),
+	'SUCCEEDED 1,SUCCEEDED 1,SUCCEEDED 1,SUCCEEDED 1', '--batch: the four jobs SUCCEEDED on attempt 1');
+{
+	my @lines = split /\n/, slurp_or_empty("$dir/lease.runs");
+	my %seen;
+	$seen{$_}++ for @lines;
+	ok(@lines == 4 && keys(%seen) == 4, '--batch: each command ran once');
+}
+is(stop_worker($lw), 0, 'the lease worker exits 0');
+unlike(slurp_file($lw->{log}), qr/dropped/, '--batch: no outcome was dropped');
+
+# ---- 11. an error of the claim is not blamed on the output ------------------------
+
+# a trigger makes the claim of t.m5bad* fail: with a data exception
+# (SQLSTATE 22023) for t.m5bad, any other error for t.m5bad2
+q1(q{CREATE FUNCTION public.block_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.status = 'RUNNING' AND NEW.job_type = 't.m5bad' THEN
+		RAISE EXCEPTION 'no claim of t.m5bad' USING ERRCODE = '22023';
+	ELSIF NEW.status = 'RUNNING' AND NEW.job_type = 't.m5bad2' THEN
+		RAISE EXCEPTION 'no claim of t.m5bad2';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER block_claim BEFORE UPDATE ON workflow.job_queue
+	FOR EACH ROW EXECUTE FUNCTION public.block_claim()});
+my $m5ok = enqueue('t.m5ok', '{}', max_attempts => 1);
+my $m5bad = enqueue('t.m5bad', '{}');
+my @m5ok2 = map { enqueue('t.m5ok2', "{\"n\": $_}", max_attempts => 1) } 1 .. 2;
+my $m5bad2 = enqueue('t.m5bad2', '{}');
+# complete_and_claim: the claim half fails with a data exception
+my $m5w = start_worker('claimerr', '--dsn', $dsn, '--type', 't.m5ok', '--type', 't.m5bad',
+	'--exec', "sleep 0.5; echo '\"fine\"'");
+# --batch: the claim of the batch fails with another error
+my $m5bw = start_worker('claimerr2', '--dsn', $dsn, '--type', 't.m5ok2', '--type', 't.m5bad2',
+	'--exec', "sleep 0.5; echo '\"fine\"'", '--batch', '2', '--concurrency', '2');
+ok( wait_until_sql(
+		"SELECT count(*) = 0 FROM workflow.job_queue WHERE job_type IN ('t.m5ok', 't.m5ok2')"
+		  . " AND status NOT IN ('SUCCEEDED', 'FAILED')", 20),
+	'the jobs whose report carried a failing claim ended');
+is(job_row($m5ok, q{status || ' ' || output::text}), 'SUCCEEDED "fine"',
+	'complete_and_claim: a claim error is not blamed on the output');
+is( q1("SELECT string_agg(status || ' ' || output::text, ',') FROM workflow.job_queue"
+		  . " WHERE job_type = 't.m5ok2'"),
+	'SUCCEEDED "fine",SUCCEEDED "fine"', '--batch: the outcomes are reported without the failing claim');
+is(stop_worker($m5w), 0, 'the first claim-error worker exits 0');
+is(stop_worker($m5bw), 0, 'the second claim-error worker exits 0');
+like(slurp_file($m5w->{log}), qr/with a claim: ERROR:  no claim of t\.m5bad .*; reporting it alone/,
+	'the claim error is logged');
+q1("DROP TRIGGER block_claim ON workflow.job_queue; DROP FUNCTION public.block_claim();"
+	  . " SELECT workflow.cancel_job('$m5bad'), workflow.cancel_job('$m5bad2')");
+
+# ---- 12. a LATIN1 database ----------------------------------------------------------
+
+q1("CREATE DATABASE lat ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$node->safe_psql('lat', 'CREATE EXTENSION workflow');
+my $enc_sh = write_script('enc.sh', <<'EOF');
+cat > "$DIR/enc.in"; printf '{"s": "\303\251"}\n'
+EOF
+my $enc = $node->safe_psql('lat',
+	q{SELECT workflow.enqueue('t.enc', jsonb_build_object('s', chr(233)))});
+my $ew = start_worker('enc', '--dsn', $node->connstr('lat'), '--type', 't.enc',
+	'--exec', "sh $enc_sh");
+ok( wait_for_file("$dir/enc.in", 30)
+	  && wait_until_sql_db('lat', "SELECT status = 'SUCCEEDED' FROM workflow.job_queue WHERE id = '$enc'", 30),
+	'LATIN1 database: the job SUCCEEDED');
+is(slurp_file("$dir/enc.in"), "{\"s\": \"\xc3\xa9\"}\n", 'LATIN1 database: the command reads its payload in UTF-8');
+is( $node->safe_psql('lat',
+		"SELECT output->>'s' = chr(233) FROM workflow.job_queue WHERE id = '$enc'"),
+	't', 'LATIN1 database: UTF-8 stdout is stored as the same characters');
+is(stop_worker($ew), 0, 'the LATIN1 worker exits 0');
+verify_is_clean($node, 'the LATIN1 database', 'lat');
+
+# ---- 13. a command that ends just as the grace period does ------------------------
+
+# --grace 0, --batch 2 --concurrency 1: at SIGTERM the job not started is
+# released, and a trigger makes that release take 2 s; the running command
+# ends meanwhile, before the grace period's SIGTERM: its outcome counts
+q1(q{CREATE FUNCTION public.slow_release() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF OLD.status = 'RUNNING' AND NEW.status = 'QUEUED' AND NEW.job_type = 't.l5' THEN
+		RAISE NOTICE 'slow release';
+		PERFORM pg_sleep(2);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER slow_release BEFORE UPDATE ON workflow.job_queue
+	FOR EACH ROW EXECUTE FUNCTION public.slow_release()});
+my $l5_sh = write_script('l5.sh', <<'EOF');
+touch "$DIR/l5.$WORKFLOW_JOB_ID"; sleep 1; echo '"ended on its own"'
+EOF
+my @l5 = map { enqueue('t.l5', "{\"n\": $_}") } 1 .. 2;
+my $l5w = start_worker('l5', '--dsn', $dsn, '--type', 't.l5', '--exec', "sh $l5_sh",
+	'--batch', '2', '--concurrency', '1', '--grace', '0');
+ok(wait_for_file("$dir/l5.$l5[0]", 30), 'the first t.l5 command started');
+is(stop_worker($l5w, 30), 0, 'SIGTERM with --grace 0: exit 0');
+is(job_row($l5[0], q{status || ' ' || output::text}), 'SUCCEEDED "ended on its own"',
+	'a command that ended before the SIGTERM of the grace period is reported, not released');
+is(job_row($l5[1], q{status || ' ' || attempt}), 'QUEUED 0', 'the job not started was released');
+my $l5_log = slurp_file($l5w->{log});
+like($l5_log, qr/^\S+Z workflow-worker: server: NOTICE:  slow release/m,
+	'a server notice is logged in the worker\'s format');
+unlike($l5_log, qr/^NOTICE/m, 'no bare notice line');
+q1("DROP TRIGGER slow_release ON workflow.job_queue; DROP FUNCTION public.slow_release();"
+	  . " SELECT workflow.cancel_job('$l5[1]')");
 
 verify_is_clean($node, 'after the workers');
 $node->stop;

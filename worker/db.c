@@ -113,18 +113,43 @@ exec_simple(const char *sql)
 	return ok;
 }
 
+/* The server's notices, in the worker's log format, on one line. */
+static void
+log_notice(void *arg, const char *message)
+{
+	char		line[600];
+	size_t		n;
+
+	(void) arg;
+	snprintf(line, sizeof(line), "%s", message);
+	for (n = 0; line[n]; n++)
+		if (line[n] == '\n')
+			line[n] = ' ';
+	while (n > 0 && line[n - 1] == ' ')
+		line[--n] = '\0';
+	log_line("server: %s", line);
+}
+
 /*
  * Connects; the DSN may override the defaults placed before it (libpq keeps
- * the last value of a repeated keyword).
+ * the last value of a repeated keyword), but not client_encoding, placed
+ * after it: payloads, outputs and messages are UTF-8 whatever the
+ * database's encoding.
  */
 bool
 db_connect(const Options *opts, char *err, size_t errlen)
 {
-	const char *keys[] = {"fallback_application_name", "connect_timeout", "dbname", NULL};
-	const char *vals[] = {"workflow-worker", "10", opts->dsn, NULL};
+	const char *keys[] = {"fallback_application_name", "connect_timeout", "dbname",
+	"client_encoding", NULL};
+	const char *vals[] = {"workflow-worker", "10", opts->dsn, "UTF8", NULL};
 
 	if (opts->dsn == NULL)
-		keys[2] = NULL;
+	{
+		/* no DSN: the environment's defaults, and still UTF-8 */
+		keys[2] = "client_encoding";
+		vals[2] = "UTF8";
+		keys[3] = NULL;
+	}
 	db_disconnect();
 	conn = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(conn) != CONNECTION_OK)
@@ -134,6 +159,7 @@ db_connect(const Options *opts, char *err, size_t errlen)
 		db_disconnect();
 		return false;
 	}
+	PQsetNoticeProcessor(conn, log_notice, NULL);
 	/* commands must not inherit the socket */
 	fcntl(PQsocket(conn), F_SETFD, FD_CLOEXEC);
 	read_max_output();

@@ -24,6 +24,7 @@
 #define RETRY_DELAY 0.2
 #define BACKOFF_FIRST 0.1
 #define BACKOFF_MAX 5.0
+#define MIN_WAIT 0.01			/* the shortest poll() for a deadline already due */
 
 static const Options *O;
 static Job **jobs;
@@ -74,6 +75,7 @@ add_jobs(Job **list, int n)
 		double		every = j->timeout_seconds / 3.0;
 
 		j->next_heartbeat = now + (every < 0.1 ? 0.1 : every);
+		j->lease_until = now + j->timeout_seconds;
 		jobs[njobs++] = j;
 	}
 	free(list);
@@ -292,6 +294,11 @@ keep_connected(double now)
 
 /* ---- heartbeats ---- */
 
+/*
+ * Every held job is heartbeated until its outcome is acknowledged, a
+ * finished one too: with --batch, or during a report's retry backoff, an
+ * outcome may wait longer than the lease.
+ */
 static void
 heartbeats(double now)
 {
@@ -303,11 +310,14 @@ heartbeats(double now)
 		double		every = j->timeout_seconds / 3.0;
 		DbStatus	st;
 
-		if (j->state == JOB_DONE || j->on_exit == OUT_DROP || now < j->next_heartbeat)
+		if (j->on_exit == OUT_DROP || j->outcome == OUT_DROP || now < j->next_heartbeat)
 			continue;
 		st = db_heartbeat(j);
 		if (st == DB_OK)
+		{
 			j->next_heartbeat = now + (every < 0.1 ? 0.1 : every);
+			j->lease_until = now + j->timeout_seconds;
+		}
 		else if (st == DB_JOB_GONE)
 			lose_job(i, now);
 		else if (st != DB_CONN)
@@ -391,6 +401,18 @@ report_one(int i, bool allow_claim, double now)
 	{
 		n = claim_size(njobs - 1);
 		st = db_complete_and_claim(O, j, n, &got, &ngot);
+		if (st != DB_OK && st != DB_CONN && st != DB_JOB_GONE)
+		{
+			/*
+			 * The whole statement was rolled back, and the error may come
+			 * from the claim half: report the outcome alone, so that only
+			 * an error of complete_job is blamed on the output.
+			 */
+			log_line("report of job %s with a claim: %s; reporting it alone",
+					 j->id, db_last_error());
+			n = 0;
+			st = db_complete(j);
+		}
 	}
 	else if (j->outcome == OUT_COMPLETE)
 		st = db_complete(j);
@@ -484,11 +506,28 @@ report_each(double now)
 	}
 }
 
+/* A finished job whose lease runs out within about one heartbeat period. */
 static bool
-batch_flush_due(int ndone)
+lease_short(Job **done, int ndone, double now)
+{
+	int			i;
+
+	for (i = 0; i < ndone; i++)
+	{
+		double		every = done[i]->timeout_seconds / 3.0;
+
+		if (done[i]->lease_until - now <= (every < 0.1 ? 0.1 : every) + 0.5)
+			return true;
+	}
+	return false;
+}
+
+static bool
+batch_flush_due(Job **done, int ndone, double now)
 {
 	return ndone > 0 &&
-		(ndone >= O->batch || count_state(JOB_QUEUED) == 0 || stopping);
+		(ndone >= O->batch || count_state(JOB_QUEUED) == 0 || stopping ||
+		 lease_short(done, ndone, now));
 }
 
 /* The outcomes a batch can carry: complete and fail, ready now. */
@@ -558,13 +597,20 @@ report_batched(double now)
 	}
 	done = xmalloc(sizeof(Job *) * (njobs + 1));
 	ndone = collect_done(done, now);
-	if (!db_connected() || !batch_flush_due(ndone))
+	if (!db_connected() || !batch_flush_due(done, ndone, now))
 	{
 		free(done);
 		return;
 	}
 	n = stopping ? 0 : claim_size(njobs - ndone);
 	st = db_report_batch(O, done, ndone, n, &got, &ngot);
+	if (n > 0 && st != DB_OK && st != DB_CONN)
+	{
+		/* it may be the claim that failed: the outcomes alone */
+		log_line("batch report with a claim: %s; reporting without it", db_last_error());
+		n = 0;
+		st = db_report_batch(O, done, ndone, 0, &got, &ngot);
+	}
 	if (st == DB_OK)
 	{
 		for (i = 0; i < ndone; i++)
@@ -594,20 +640,24 @@ report_batched(double now)
 static void
 handle_signals(double now)
 {
-	if (signals_seen == signals_handled)
+	int			seen = signals_seen;
+
+	if (seen == signals_handled)
 		return;
 	if (signals_handled == 0)
 	{
 		stopping = true;
 		grace_deadline = now + O->grace;
 		log_line("stopping: no more claims; running commands get %.0f s", O->grace);
+		signals_handled = 1;
 	}
-	else
+	/* two signals before the loop looked count as two */
+	if (seen > signals_handled)
 	{
 		grace_deadline = now;
 		log_line("second signal: stopping now");
 	}
-	signals_handled = signals_seen;
+	signals_handled = seen;
 }
 
 /* After the grace period: kill what still runs; release it once it ended. */
@@ -616,6 +666,13 @@ enforce_grace(double now)
 {
 	int			i;
 
+	/*
+	 * A command that ended since the loop last looked (the database calls
+	 * in between can take a while) ended on its own: its outcome is
+	 * reported, not released.
+	 */
+	if (stopping && now >= grace_deadline)
+		reap_children();
 	for (i = 0; i < njobs; i++)
 	{
 		Job		   *j = jobs[i];
@@ -632,36 +689,52 @@ enforce_grace(double now)
 
 /* ---- poll ---- */
 
+/*
+ * When poll() must return.  Without a connection only what needs none
+ * counts (reconnecting, killing, the grace period): heartbeats, reports and
+ * claims wait for the reconnection, else a deadline already past would make
+ * poll() return at once, again and again.
+ */
 static double
 next_deadline(double now)
 {
 	double		t = now + 1.0;
+	bool		connected = db_connected();
 	bool		flush = O->batch == 0;
 	int			i;
 
-	if (O->batch)
+	if (connected && O->batch)
 	{
 		Job		  **done = xmalloc(sizeof(Job *) * (njobs + 1));
 
-		flush = batch_flush_due(collect_done(done, now));
+		flush = batch_flush_due(done, collect_done(done, now), now);
 		free(done);
 	}
-	if (!stopping && claim_size(njobs) > 0)
+	if (connected && !stopping && claim_size(njobs) > 0)
 		t = (woken || more_likely) ? now : (next_poll < t ? next_poll : t);
 	for (i = 0; i < njobs; i++)
 	{
 		Job		   *j = jobs[i];
 
-		if (j->state != JOB_DONE && j->next_heartbeat < t)
-			t = j->next_heartbeat;
-		if (j->state == JOB_DONE && flush && j->retry_at < t)
-			t = j->retry_at;
+		if (connected && j->on_exit != OUT_DROP && j->outcome != OUT_DROP)
+		{
+			double		hb = j->next_heartbeat > now + MIN_WAIT ? j->next_heartbeat : now + MIN_WAIT;
+			double		rt = j->retry_at > now + MIN_WAIT ? j->retry_at : now + MIN_WAIT;
+
+			if (hb < t)
+				t = hb;
+			if (j->state == JOB_DONE && flush && rt < t)
+				t = rt;
+		}
 		if (j->kill_stage == 1 && j->kill_at < t)
 			t = j->kill_at;
 	}
-	if (stopping && grace_deadline < t)
-		t = grace_deadline;
-	if (!db_connected() && next_reconnect < t)
+	/* the grace period matters while a command is left to stop at its end */
+	for (i = 0; stopping && i < njobs; i++)
+		if (jobs[i]->state == JOB_RUNNING && !jobs[i]->exited &&
+			jobs[i]->kill_stage == 0 && grace_deadline < t)
+			t = grace_deadline;
+	if (!connected && next_reconnect < t)
 		t = next_reconnect;
 	return t;
 }

@@ -8,6 +8,8 @@
  */
 #include "worker.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +31,28 @@ install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/*
+ * A worker started with stdin, stdout or stderr closed would get them back
+ * from pipe2() or the connection: /dev/null holds their place.
+ */
+static void
+fill_std_fds(void)
+{
+	int			fd;
+
+	for (fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+		{
+			int			nul = open("/dev/null", O_RDWR);
+
+			if (nul >= 0 && nul != fd)
+			{
+				dup2(nul, fd);
+				close(nul);
+			}
+		}
+}
+
 /* Three pipes per running command: --concurrency 1000 needs the hard limit. */
 static void
 raise_fd_limit(void)
@@ -47,8 +71,10 @@ main(int argc, char **argv)
 {
 	Options		opts;
 	char		err[600];
-	int			rc = parse_options(argc, argv, &opts);
+	int			rc;
 
+	fill_std_fds();
+	rc = parse_options(argc, argv, &opts);
 	if (rc == 1)
 		return 0;
 	if (rc != 0)

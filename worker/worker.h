@@ -107,6 +107,7 @@ typedef struct Job
 	double		started_at;
 	double		finished_at;
 	double		next_heartbeat;
+	double		lease_until;	/* when the lease ends unless heartbeated */
 	double		retry_at;		/* a failed report is retried from then */
 	int			report_tries;	/* failed reports so far (for the backoff) */
 
