@@ -23,7 +23,8 @@
 #              and are not run
 #   bench      bench/run.sh --smoke, when run.sh knows that option; it gets no
 #              cluster from here and must bring its own
-#   regress-cassert, isolation-cassert: sql/*.sql and specs/*.spec again
+#   regress-cassert, isolation-cassert, tap-cassert: sql/*.sql, specs/*.spec
+#              and the background workers' TAP test (t/009) again
 #              against an assert-enabled PostgreSQL 15 (--enable-cassert
 #              --enable-debug) that scripts/cassert-pg.sh builds once from
 #              Debian's source package into /var/cache/workflow; the
@@ -622,8 +623,37 @@ cassert_stage() {
 	cp "$log" "$LOGS/cassert-server.log" 2>/dev/null
 	rm -rf "$CASSERT_DATA"
 	CASSERT_DATA=
+	cassert_tap "$ctree" "$cbin"
 	exec 9>&-
 	echo "cassert stage: $(($(date +%s) - start)) s"
+}
+
+# cassert_tap TREE BIN: the TAP tests of the background workers (t/009)
+# against the assert-enabled server, whose build has no TAP support of its
+# own: prove with the system's PostgreSQL::Test modules and the build's
+# initdb and pg_ctl first on the PATH.  A server crash shows as a failed
+# assertion (the test's own checks see the server gone).
+cassert_tap() {
+	local ctree=$1 cbin=$2 f base rc p fl tp=0 tf=0
+	local perl=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/perl
+	local regress=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress
+	for f in "$ctree"/t/009_maintenance.pl; do
+		[ -f "$f" ] || continue
+		base=$(basename "$f" .pl)
+		echo "---- $base, assert-enabled server"
+		(cd "$ctree" && as_pg env PATH="$cbin:$PATH" PG_REGRESS="$regress" \
+			PERL5LIB="$perl:$ctree/t" timeout "$TIMEOUT" prove --verbose "t/$base.pl" \
+			</dev/null 2>&1) | tee "$LOGS/tap-cassert.$base.log"
+		rc=${PIPESTATUS[0]}
+		read -r p fl < <(count_tap "$LOGS/tap-cassert.$base.log")
+		if [ "$rc" != 0 ] && [ "$fl" -eq 0 ]; then
+			fl=1
+		fi
+		[ -d "$ctree/tmp_check/log" ] && cp -r "$ctree/tmp_check/log" "$LOGS/tap-cassert.$base.server-logs" 2>/dev/null
+		tp=$((tp + p))
+		tf=$((tf + fl))
+	done
+	record tap-cassert "$tp" "$tf"
 }
 
 if [ "$RUN_MAIN" = 0 ] || [ "$BUILD_OK" = 1 ]; then
