@@ -1,7 +1,8 @@
--- The run state machine: a run in each of the twelve statuses, each
+-- The run state machine: a run in each of the thirteen statuses, each
 -- operation applied to a fresh one (cancel_run, send_event,
 -- complete_external_step, fire_timers, complete_job, retire_run,
--- resume_run, retry_run, compensate_run), and the resulting status or
+-- resume_run, retry_run, compensate_run, increase_execution_allowance),
+-- and the resulting status or
 -- error; the moves that finish a run, cross between RUNNING and
 -- WAITING_FOR_EXTERNAL, block, resume, retry or compensate it, one
 -- operation each; every move seen is one the engine's table,
@@ -66,7 +67,16 @@ DECLARE
     jstep jsonb := jsonb_build_object('key', 'j', 'job_type', 'rm.' || tag,
                                       'compensate', jsonb_build_object('job_type', 'rm.' || tag));
 BEGIN
-    IF want = 'WAITING_FOR_EXTERNAL' OR want LIKE 'BLOCKED%' THEN
+    IF want = 'WAITING_FOR_ALLOWANCE' THEN
+        -- an allowance of one execution, used by a; j waits for more
+        steps := jsonb_build_array(
+            jsonb_build_object('key', 'a', 'job_type', 'rm.' || tag),
+            jstep || jsonb_build_object('depends_on', jsonb_build_array('a')),
+            jsonb_build_object('key', 'x', 'kind', 'external', 'depends_on', jsonb_build_array('j')),
+            jsonb_build_object('key', 'e', 'kind', 'event', 'event', 'go', 'wait_timeout_seconds', 600,
+                               'depends_on', jsonb_build_array('j')),
+            jsonb_build_object('key', 'z', 'kind', 'sleep', 'seconds', 600, 'depends_on', jsonb_build_array('j')));
+    ELSIF want = 'WAITING_FOR_EXTERNAL' OR want LIKE 'BLOCKED%' THEN
         steps := jsonb_build_array(
             jsonb_build_object('key', 'x', 'kind', 'external'),
             jsonb_build_object('key', 'e', 'kind', 'event', 'event', 'go', 'wait_timeout_seconds', 600),
@@ -85,6 +95,11 @@ BEGIN
         run := pg_temp.pinned('rm.' || tag, jsonb_build_object('steps', steps));
         PERFORM pg_temp.pin(run, want);
         PERFORM workflow.complete_external_step(run, 'x', 'SUCCEEDED');
+    ELSIF want = 'WAITING_FOR_ALLOWANCE' THEN
+        run := workflow.start_run(jsonb_build_object('name', 'rm.' || tag, 'steps', steps,
+                                                     'limits', '{"node_execution_cap": 1}'::jsonb));
+        SELECT * INTO j FROM workflow.claim('rm-worker', ARRAY['rm.' || tag]);
+        PERFORM workflow.complete_job(j.id, j.lease_token);
     ELSE
         run := workflow.start_run(jsonb_build_object('name', 'rm.' || tag, 'steps', steps));
     END IF;
@@ -130,6 +145,7 @@ END $$;
 --   retire_run, resume_run, retry_run, compensate_run: the call on the run
 --   fail_job: a job of type rm.<tag> claimed and failed for good
 --   fail_external: complete_external_step(run, 'x', 'FAILED')
+--   increase_execution_allowance: from 1 to 2
 CREATE FUNCTION pg_temp.apply(run uuid, op text, tag text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     j record;
@@ -179,6 +195,9 @@ BEGIN
         PERFORM workflow.fail_job(j.id, j.lease_token, 'rm.failed', 'failed', false);
     WHEN 'fail_external' THEN
         PERFORM workflow.complete_external_step(run, 'x', 'FAILED');
+    WHEN 'increase_execution_allowance' THEN
+        n := workflow.increase_execution_allowance(run, 1, 2);
+        note := ' (cap ' || n || ')';
     END CASE;
     RETURN (SELECT status::text FROM workflow.workflow_runs WHERE id = run) || note;
 EXCEPTION WHEN OTHERS THEN
@@ -190,7 +209,7 @@ CREATE TEMP TABLE matrix (from_status text, op text, tag text, run uuid, result 
 CREATE TEMP TABLE ops (op text, o integer);
 INSERT INTO ops VALUES ('cancel_run', 1), ('send_event', 2), ('complete_external_step', 3),
                        ('fire_timers', 4), ('complete_job', 5), ('retire_run', 6), ('resume_run', 7),
-                       ('retry_run', 8), ('compensate_run', 9);
+                       ('retry_run', 8), ('compensate_run', 9), ('increase_execution_allowance', 10);
 
 -- 1. Every status against every operation, one fresh run per cell; each
 -- run made, and each operation applied, in a transaction of its own.
@@ -239,7 +258,10 @@ INSERT INTO moves (label, def, op) VALUES
   ('external releases a job', '{"steps": [{"key": "x", "kind": "external"},
                                           {"key": "j", "job_type": "rm.mv14", "depends_on": ["x"]}]}', 'complete_external_step'),
   ('cancel a sleeping run', '{"steps": [{"key": "z", "kind": "sleep", "seconds": 600}]}', 'cancel_run'),
-  ('cancel a waiting run', '{"steps": [{"key": "e", "kind": "event", "event": "go"}]}', 'cancel_run');
+  ('cancel a waiting run', '{"steps": [{"key": "e", "kind": "event", "event": "go"}]}', 'cancel_run'),
+  ('the last job leaves a job parked', '{"limits": {"node_execution_cap": 1},
+       "steps": [{"key": "j", "job_type": "rm.mv17"}, {"key": "k", "job_type": "rm.mv17", "depends_on": ["j"]}]}',
+   'complete_job');
 -- Blocking, resuming, retrying and compensating: the run (pinned by
 -- start_workflow where pinned) is first prepared, by the statements of
 -- prepare, each given the run as $1, in a transaction of its own; in a
@@ -326,7 +348,28 @@ INSERT INTO moves (label, def, prepare, op) VALUES
    'SELECT pg_temp.apply($1, ''complete_job'', ''@'')', 'fire_timers'),
   ('the last compensation fails', '{"steps": [{"key": "j", "job_type": "rm.@", "compensate": {"job_type": "rm.@"}},
                                               {"key": "x", "kind": "external"}]}',
-   'SELECT pg_temp.apply($1, ''complete_job'', ''@''); SELECT workflow.compensate_run($1)', 'fail_job');
+   'SELECT pg_temp.apply($1, ''complete_job'', ''@''); SELECT workflow.compensate_run($1)', 'fail_job'),
+  ('the last wait leaves a job parked', '{"limits": {"node_execution_cap": 1},
+       "steps": [{"key": "j", "job_type": "rm.@"}, {"key": "x", "kind": "external"},
+                 {"key": "k", "job_type": "rm.@", "depends_on": ["j"]}]}',
+   'SELECT pg_temp.apply($1, ''complete_job'', ''@'')', 'complete_external_step'),
+  ('an increase lets a waiting run''s parked job run', '{"limits": {"node_execution_cap": 1},
+       "steps": [{"key": "j", "job_type": "rm.@"}, {"key": "x", "kind": "external"},
+                 {"key": "k", "job_type": "rm.@", "depends_on": ["j"]}]}',
+   'SELECT pg_temp.apply($1, ''complete_job'', ''@'')', 'increase_execution_allowance'),
+  ('retried, the job parked', '{"limits": {"node_execution_cap": 1},
+       "steps": [{"key": "j", "job_type": "rm.@", "max_attempts": 1}]}',
+   'SELECT pg_temp.apply($1, ''fail_job'', ''@'')', 'retry_run');
+-- resumed into a wait for allowance: the held step parks
+INSERT INTO moves (label, def, prepare, op, pinned)
+SELECT format('resumed, the job parked (%s)', kinds.kind),
+       '{"limits": {"node_execution_cap": 1},
+         "steps": [{"key": "a", "job_type": "rm.@"}, {"key": "x", "kind": "external"},
+                   {"key": "k", "job_type": "rm.@", "depends_on": ["x"]}]}',
+       format('SELECT pg_temp.apply($1, ''complete_job'', ''@''); SELECT pg_temp.pin($1, %L);
+               SELECT workflow.complete_external_step($1, ''x'', ''SUCCEEDED'');
+               SELECT pg_temp.pin($1, ''mend'')', kinds.kind), 'resume_run', true
+  FROM kinds ORDER BY kinds.k;
 UPDATE moves SET def = replace(def::text, 'rm.@', 'rm.mv' || n)::jsonb,
                  prepare = replace(prepare, '''@''', quote_literal('mv' || n));
 UPDATE moves SET run = CASE WHEN pinned THEN pg_temp.pinned('rm.' || label, def)
@@ -383,7 +426,8 @@ WITH raw AS (
        AND workflow_run_id IN (SELECT id FROM workflow.workflow_runs)
 ), called AS (
     SELECT from_status, to_status,
-           CASE WHEN op IN ('cancel_run', 'start_run', 'retire_run', 'resume_run', 'retry_run', 'compensate_run')
+           CASE WHEN op IN ('cancel_run', 'start_run', 'retire_run', 'resume_run', 'retry_run', 'compensate_run',
+                            'increase_execution_allowance')
                 THEN op
                 WHEN coalesce(from_status, '') <> 'COMPENSATING'
                  AND to_status IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
@@ -417,12 +461,13 @@ SELECT t.* FROM workflow._run_moves() t
  ORDER BY 1, 2, 3;
 -- no move out of a finished status but COMPLETED_WITH_ERRORS's, by
 -- retry_run and compensate_run; none into RUNNING or WAITING_FOR_EXTERNAL
--- but between the two, from start_run, resume_run and retry_run
+-- but between the two, from start_run, resume_run, retry_run and
+-- increase_execution_allowance
 SELECT * FROM workflow._run_moves()
  WHERE (from_status IN ('SUCCEEDED', 'CANCELED', 'RETIRED_UNRESUMABLE', 'COMPENSATED', 'COMPENSATION_FAILED')
         OR (from_status = 'COMPLETED_WITH_ERRORS' AND call NOT IN ('retry_run', 'compensate_run'))
         OR (to_status IN ('RUNNING', 'WAITING_FOR_EXTERNAL')
-            AND call NOT IN ('start_run', 'resume_run', 'retry_run')
+            AND call NOT IN ('start_run', 'resume_run', 'retry_run', 'increase_execution_allowance')
             AND from_status NOT IN ('RUNNING', 'WAITING_FOR_EXTERNAL')))
    AND to_status <> from_status
  ORDER BY 1, 2, 3;

@@ -211,5 +211,49 @@ SELECT status FROM workflow.workflow_runs WHERE id = '00000000-0000-7000-8000-00
 SELECT to_regclass('workflow.maintenance_status') IS NOT NULL AS maintenance_status,
        has_table_privilege('workflow_reader', 'workflow.maintenance_status', 'SELECT') AS reader_reads_it;
 SELECT * FROM workflow.verify();
+-- 1.8 -> 1.9: a run of 1.8 with one job done and one in flight counts
+-- both as executions after the update (verify agrees), keeps no limits,
+-- and finishes; a capped run parks and is given more allowance
+DROP EXTENSION workflow CASCADE;
+CREATE EXTENSION workflow VERSION '1.8';
+SELECT to_regproc('workflow.increase_execution_allowance') IS NULL AS no_increase;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total, steps_active,
+    steps_waiting, steps_blocked, steps_succeeded, steps_failed, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000c01',
+        '{"steps": [{"key": "a", "job_type": "up.c"}, {"key": "b", "job_type": "up.c"}]}',
+        'RUNNING', 2, 1, 0, 0, 1, 0, true);
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, max_attempts, lease_token,
+    leased_until, worker_id, started_at, finished_at, workflow_run_id, workflow_step_id, generation)
+VALUES ('00000000-0000-7000-8000-000000000c11', 'up.c', 'SUCCEEDED', 1, 1, NULL, NULL, NULL,
+        now(), now(), '00000000-0000-7000-8000-000000000c01', '00000000-0000-7000-8000-000000000c02', 0),
+       ('00000000-0000-7000-8000-000000000c12', 'up.c', 'RUNNING', 1, 1,
+        '00000000-0000-4000-8000-000000000c99', now() + interval '1 hour', 'up-worker', now(), NULL,
+        '00000000-0000-7000-8000-000000000c01', '00000000-0000-7000-8000-000000000c03', 0);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind, job_type,
+    max_attempts, status, job_id, released_at, started_at, finished_at, dependency_count_total,
+    dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000c02', '00000000-0000-7000-8000-000000000c01', 'a',
+        'JOB', 'up.c', 1, 'SUCCEEDED', '00000000-0000-7000-8000-000000000c11', now(), now(), now(),
+        0, 0, true),
+       ('00000000-0000-7000-8000-000000000c03', '00000000-0000-7000-8000-000000000c01', 'b',
+        'JOB', 'up.c', 1, 'RUNNING', '00000000-0000-7000-8000-000000000c12', now(), now(), NULL,
+        0, 0, true);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT 'PARKED' = ANY (enum_range(NULL::workflow.step_status)::text[]) AS parked,
+       'WAITING_FOR_ALLOWANCE' = ANY (enum_range(NULL::workflow.run_status)::text[]) AS waiting_for_allowance;
+SELECT executions_used, steps_parked, node_execution_cap, concurrency_cap, cycle_cap, retry_cap
+  FROM workflow.workflow_runs WHERE id = '00000000-0000-7000-8000-000000000c01';
+SELECT * FROM workflow.verify();
+SELECT workflow.complete_job('00000000-0000-7000-8000-000000000c12',
+                             '00000000-0000-4000-8000-000000000c99', '{"done": true}');
+SELECT status, executions_used FROM workflow.workflow_runs
+ WHERE id = '00000000-0000-7000-8000-000000000c01';
+SELECT workflow.start_run('{"steps": [{"key": "p", "job_type": "up.p"}, {"key": "q", "job_type": "up.p"}],
+                            "limits": {"node_execution_cap": 1}}') AS up_capped \gset
+SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'up_capped' ORDER BY step_key;
+SELECT workflow.increase_execution_allowance(:'up_capped', 1, 2);
+SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'up_capped' ORDER BY step_key;
+SELECT * FROM workflow.verify();
 DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

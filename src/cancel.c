@@ -86,7 +86,7 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
 		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
-		" wake_at = NULL, held = false,"
+		" wake_at = NULL, held = false, parked_at = NULL,"
 		" status_reason = $4,"
 		" last_error_code = $4,"
 		" last_error_message = $2,"
@@ -94,7 +94,7 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
 		" history_gap = s.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.workflow_run_id" OP("=") "$1"
-		" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
+		" AND s.status" OP("=") "ANY ('{BLOCKED,PARKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
 		" RETURNING s.workflow_run_id, s.step_key),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
@@ -141,14 +141,17 @@ FinishCanceledRun(const pg_uuid_t *run_id, int32 ncanceled, const char *from,
 		"  THEN t.failed ELSE r.steps_failed END,"
 		" steps_canceled = CASE WHEN r.counter_shards" OP(">") "0"
 		"  THEN t.canceled ELSE r.steps_canceled" OP("+") "$2 END,"
+		" executions_used = CASE WHEN r.counter_shards" OP(">") "0"
+		"  THEN t.executions ELSE r.executions_used END,"
 		" steps_active = 0, steps_waiting = 0, steps_blocked = 0,"
-		" result = NULL,"
+		" steps_parked = 0, result = NULL,"
 		" finished_at = pg_catalog.statement_timestamp(),"
 		" history_gap = r.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM (SELECT COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4 AS succeeded,"
 		"  COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4 AS failed,"
-		"  COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled"
+		"  COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4 AS canceled,"
+		"  COALESCE(pg_catalog.sum(c.executions_used), 0)::pg_catalog.int4 AS executions"
 		"  FROM workflow.workflow_run_counters c"
 		"  WHERE c.workflow_run_id" OP("=") "$1) t"
 		" WHERE r.id" OP("=") "$1 RETURNING r.organization_id";

@@ -65,7 +65,8 @@ typedef enum WfOutcome
 	WF_OUTCOME_WAIT = 0,		/* still has pending prerequisites */
 	WF_OUTCOME_RELEASE,
 	WF_OUTCOME_CANCEL,
-	WF_OUTCOME_HOLD				/* ready, but its run's pin fails */
+	WF_OUTCOME_HOLD,			/* ready, but its run's pin fails */
+	WF_OUTCOME_PARK				/* a ready job step of a capped run */
 } WfOutcome;
 
 /* one dependent of the current level, with what the level does to it */
@@ -81,6 +82,7 @@ typedef struct WfDependent
 	pg_uuid_t	run_id;
 	int16		shard;
 	bool		pinned;			/* its run is pinned to a registered version */
+	bool		capped;			/* a job step of a run with a cap */
 	const char *blocked;		/* WF_OUTCOME_HOLD: the pin's verdict */
 } WfDependent;
 
@@ -139,7 +141,6 @@ static bool StartsTimer(const WfDependent *dep);
 static void ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done,
 							  int32 unsatisfied);
 static Datum IdArray(const pg_uuid_t *ids, int n);
-static void InsertReleasedJobs(pg_uuid_t *ids, int n);
 static WfCounter ReleasedCounter(WfStepKind kind);
 static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
 								pg_uuid_t *events, int nevents,
@@ -147,6 +148,8 @@ static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
 static WfTerminalStep *AppendPending(void);
 static const char *RunPinVerdict(const pg_uuid_t *run_id);
 static void HoldDependentGroup(pg_uuid_t *ids, int n, int32 done,
+							   int32 unsatisfied);
+static void ParkDependentGroup(pg_uuid_t *ids, int n, int32 done,
 							   int32 unsatisfied);
 static void LockRunsOfLevel(WfTerminalStep *level, int nlevel,
 							WfCompensationEnd *ends, int nends);
@@ -663,7 +666,8 @@ LockDependents(WfDependent *deps, int ndeps)
 	static const char *lock_sql =
 		"SELECT s.id, s.status::pg_catalog.text, s.dependency_count_pending,"
 		" s.dependency_count_unsatisfied, s.execution_kind::pg_catalog.text,"
-		" s.workflow_run_id, s.counter_shard::pg_catalog.int4, s.pinned"
+		" s.workflow_run_id, s.counter_shard::pg_catalog.int4, s.pinned,"
+		" s.capped"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.id" OP("=") "ANY ($1)"
 		" ORDER BY s.id FOR NO KEY UPDATE";
@@ -734,6 +738,7 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 		WfResultUuid(i, 6, &deps[i].run_id);
 		deps[i].shard = (int16) WfResultInt32(i, 7);
 		deps[i].pinned = WfResultBool(i, 8);
+		deps[i].capped = WfResultBool(i, 9);
 		deps[i].blocked = NULL;
 		if (strcmp(status, "BLOCKED") != 0)
 		{
@@ -764,11 +769,18 @@ DecideOutcomes(WfDependent *deps, int ndeps)
 			deps[i].outcome = WF_OUTCOME_RELEASE;
 	}
 
-	/* the pin, read only now: the run lookups leave SPI_tuptable */
+	/*
+	 * the pin, read only now: the run lookups leave SPI_tuptable; a step
+	 * the pin lets go that counts against a cap waits for room
+	 */
 	for (int i = 0; i < ndeps; i++)
+	{
 		if (deps[i].outcome == WF_OUTCOME_RELEASE && deps[i].pinned &&
 			(deps[i].blocked = RunPinVerdict(&deps[i].run_id)) != NULL)
 			deps[i].outcome = WF_OUTCOME_HOLD;
+		else if (deps[i].outcome == WF_OUTCOME_RELEASE && deps[i].capped)
+			deps[i].outcome = WF_OUTCOME_PARK;
+	}
 }
 
 /*
@@ -843,6 +855,9 @@ UpdateDependents(WfDependent *deps, int ndeps)
 							  deps[i].unsatisfied);
 		else if (deps[i].outcome == WF_OUTCOME_HOLD)
 			HoldDependentGroup(group_ids, ngroup, deps[i].done,
+							   deps[i].unsatisfied);
+		else if (deps[i].outcome == WF_OUTCOME_PARK)
+			ParkDependentGroup(group_ids, ngroup, deps[i].done,
 							   deps[i].unsatisfied);
 		else
 			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
@@ -925,12 +940,21 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 			case WF_OUTCOME_HOLD:
 				WfRunDeltaBlock(&dep->run_id, dep->shard, dep->blocked);
 				break;
+			case WF_OUTCOME_PARK:
+				/* admission, at the run row, lets it run (status.c) */
+				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
+				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_PARKED, 1);
+				break;
 			case WF_OUTCOME_RELEASE:
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
 				WfRunDeltaAdd(&dep->run_id, dep->shard,
 							  ReleasedCounter(dep->kind), 1);
 				if (dep->kind == WF_KIND_JOB)
+				{
+					WfRunDeltaAdd(&dep->run_id, dep->shard,
+								  WF_COUNT_EXECUTIONS, 1);
 					release_jobs[njobs++] = dep->step_id;
+				}
 				else if (dep->kind == WF_KIND_SLEEP)
 					release_sleeps[nsleeps++] = dep->step_id;
 				else if (dep->kind == WF_KIND_EVENT)
@@ -948,7 +972,7 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 		}
 	}
 	if (njobs > 0)
-		InsertReleasedJobs(release_jobs, njobs);
+		WfInsertStepJobs(release_jobs, njobs);
 	if (nsleeps > 0 || nevents > 0)
 		nfinished = SettleReleasedWaits(release_sleeps, nsleeps,
 										release_events, nevents,
@@ -1071,6 +1095,46 @@ HoldDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
 }
 
 /*
+ * ParkDependentGroup applies one level's effect to a group of ready job
+ * steps of capped runs: their counters, and PARKED with no job, released
+ * at (and parked at) now, with step_parked; admission lets them run when
+ * their run has room.
+ */
+static void
+ParkDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH u AS (UPDATE workflow.workflow_steps s SET"
+		" dependency_count_pending = s.dependency_count_pending" OP("-") "$2,"
+		" dependency_count_unsatisfied = s.dependency_count_unsatisfied" OP("+") "$3,"
+		" status = 'PARKED', job_id = NULL,"
+		" released_at = pg_catalog.statement_timestamp(),"
+		" parked_at = pg_catalog.statement_timestamp(),"
+		" history_gap = s.history_gap OR NOT $4,"
+		" updated_at = pg_catalog.statement_timestamp()"
+		" WHERE s.id" OP("=") "ANY ($1)"
+		" RETURNING s.workflow_run_id, s.step_key),"
+		" e AS (" WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, 'step_parked', '{}'::pg_catalog.jsonb"
+		"  FROM u WHERE $4)"
+		" SELECT 1 FROM u";
+	static const Oid types[4] = {UUIDARRAYOID, INT4OID, INT4OID, BOOLOID};
+	Datum		values[4];
+	int			ret;
+
+	values[0] = IdArray(ids, n);
+	values[1] = Int32GetDatum(done);
+	values[2] = Int32GetDatum(unsatisfied);
+	values[3] = BoolGetDatum(WfHistoryRecordsSteps());
+	ret = WfExecuteAsEngine(&plan, sql, 4, types, values, NULL);
+	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
+}
+
+/*
  * WfReleaseSteps releases BLOCKED steps that wait for nothing (resume_run's
  * held steps, retry_run's reset ones) as the cascade releases a dependent
  * whose last prerequisite finished, the pin check included.  Steps that
@@ -1160,34 +1224,4 @@ ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
 				 errmsg(WF_INTERNAL_STATE ": dependents changed while locked")));
-}
-
-/* InsertReleasedJobs creates the job row of each released JOB step. */
-static void
-InsertReleasedJobs(pg_uuid_t *ids, int n)
-{
-	static WfDueStatement insert = {
-		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
-		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
-		" workflow_run_id, workflow_step_id, generation)"
-		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
-		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" CASE WHEN s.start_after_seconds IS NULL"
-		"  THEN pg_catalog.statement_timestamp()"
-		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
-		"   secs => s.start_after_seconds) END,"
-		" s.workflow_run_id, s.id, s.generation"
-		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
-	static const Oid insert_types[1] = {UUIDARRAYOID};
-	Datum	   *ids_d = palloc(sizeof(Datum) * n);
-	Datum		values[1];
-
-	for (int i = 0; i < n; i++)
-		ids_d[i] = UUIDPGetDatum(&ids[i]);
-	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
-	if (WfExecuteDue(&insert, 1, insert_types, values, NULL) != (uint64) n)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": released steps lost their job")));
-	pfree(ids_d);
 }

@@ -58,6 +58,8 @@ LiveCounter(const char *status)
 		return WF_COUNT_BLOCKED;
 	if (strcmp(status, "WAITING_FOR_EXTERNAL") == 0)
 		return WF_COUNT_WAITING;
+	if (strcmp(status, "PARKED") == 0)
+		return WF_COUNT_PARKED;
 	return WF_COUNT_ACTIVE;
 }
 
@@ -77,12 +79,12 @@ CancelLiveSteps(const pg_uuid_t *run_id, Datum reason, bool reason_null,
 #define LIVE_STEPS_SQL \
 	"SELECT s.id FROM workflow.workflow_steps s" \
 	" WHERE s.workflow_run_id" OP("=") "$1" \
-	" AND s.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])" \
+	" AND s.status" OP("=") "ANY ('{BLOCKED,PARKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])" \
 	" ORDER BY s.id FOR NO KEY UPDATE"
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"WITH u AS (UPDATE workflow.workflow_steps s SET status = 'CANCELED',"
-		" wake_at = NULL, held = false,"
+		" wake_at = NULL, held = false, parked_at = NULL,"
 		" status_reason = '" WF_REASON_RUN_COMPENSATING "',"
 		" last_error_code = '" WF_REASON_RUN_COMPENSATING "',"
 		" last_error_message = $2,"
@@ -91,7 +93,7 @@ CancelLiveSteps(const pg_uuid_t *run_id, Datum reason, bool reason_null,
 		" updated_at = pg_catalog.statement_timestamp()"
 		" FROM (SELECT x.id, x.status FROM workflow.workflow_steps x"
 		"  WHERE x.workflow_run_id" OP("=") "$1"
-		"  AND x.status" OP("=") "ANY ('{BLOCKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])) o"
+		"  AND x.status" OP("=") "ANY ('{BLOCKED,PARKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])) o"
 		" WHERE s.id" OP("=") "o.id"
 		" RETURNING s.workflow_run_id, s.step_key, o.status::pg_catalog.text AS old_status,"
 		" s.counter_shard::pg_catalog.int4 AS shard),"

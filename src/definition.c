@@ -60,6 +60,9 @@ static void ParseDependsOn(JsonbContainer *obj, int index, WfStepDef *step,
 static void ParseStep(JsonbValue *sv, int index, WfStepDef *step,
 					  WfDefinition *def, int *max_edges_seen, HTAB *keys);
 static JsonbContainer *ParseTopLevel(JsonbContainer *root, WfDefinition *def);
+static int32 LimitValue(JsonbContainer *limits, const char *key, int32 min);
+static void ParseLimits(JsonbValue *v, WfLimits *limits);
+static void ApplyLimits(WfDefinition *def);
 static void ParseSteps(JsonbContainer *steps, WfDefinition *def, HTAB *keys);
 static HTAB *StepKeyHash(int nsteps);
 static void CheckResultStep(WfDefinition *def, HTAB *keys);
@@ -682,7 +685,7 @@ static JsonbContainer *
 ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 {
 	static const char *const top_keys[] = {"name", "result_step", "steps",
-	"compensate_on", NULL};
+	"compensate_on", "limits", NULL};
 	JsonbValue *v;
 	JsonbContainer *steps;
 
@@ -714,6 +717,11 @@ ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 		def->compensate_on_failure = true;
 	}
 
+	def->limits.retry_cap = -1;
+	v = GetKey(root, "limits");
+	if (v != NULL && v->type != jbvNull)
+		ParseLimits(v, &def->limits);
+
 	v = GetKey(root, "steps");
 	if (v == NULL)
 		wf_invalid_definition("definition has no steps");
@@ -727,6 +735,92 @@ ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 		wf_invalid_definition("%d steps, more than workflow.max_steps (%d)",
 							  def->nsteps, wf_max_steps);
 	return steps;
+}
+
+/*
+ * LimitValue reads limits.key, an integer of at least min; 0 when it is
+ * absent or null.
+ */
+static int32
+LimitValue(JsonbContainer *limits, const char *key, int32 min)
+{
+	JsonbValue *v = GetKey(limits, key);
+	char	   *text;
+	char	   *end;
+	long		value;
+
+	if (v == NULL || v->type == jbvNull)
+		return 0;
+	if (v->type != jbvNumeric)
+		wf_invalid_definition("limits.%s must be an integer, not %s", key,
+							  JsonTypeName(v));
+	text = DatumGetCString(DirectFunctionCall1(numeric_out,
+											   NumericGetDatum(v->val.numeric)));
+	errno = 0;
+	value = strtol(text, &end, 10);
+	if (*end != '\0' || errno != 0 || value < min || value > PG_INT32_MAX)
+		wf_invalid_definition("limits.%s must be an integer between %d and %d, not %s",
+							  key, min, PG_INT32_MAX, text);
+	return (int32) value;
+}
+
+/*
+ * ParseLimits reads the definition's "limits", checked whole: known keys,
+ * each in its range, and concurrency_cap within node_execution_cap.
+ * Deadlines are not part of this version.
+ */
+static void
+ParseLimits(JsonbValue *v, WfLimits *limits)
+{
+	static const char *const limit_keys[] = {"node_execution_cap",
+	"concurrency_cap", "cycle_cap", "retry_cap", NULL};
+	JsonbContainer *obj;
+
+	if (!IsObject(v))
+		wf_invalid_definition("limits must be an object, not %s",
+							  JsonTypeName(v));
+	obj = v->val.binary.data;
+	if (GetKey(obj, "deadline_at") != NULL ||
+		GetKey(obj, "deadline_seconds") != NULL)
+		wf_invalid_definition("limits: deadline_at and deadline_seconds are not supported in this version");
+	CheckKeys(obj, limit_keys, "limits");
+	limits->node_execution_cap = LimitValue(obj, "node_execution_cap", 1);
+	limits->concurrency_cap = LimitValue(obj, "concurrency_cap", 1);
+	limits->cycle_cap = LimitValue(obj, "cycle_cap", 1);
+	if (GetKey(obj, "retry_cap") != NULL &&
+		GetKey(obj, "retry_cap")->type != jbvNull)
+		limits->retry_cap = LimitValue(obj, "retry_cap", 0);
+	if (limits->node_execution_cap > 0 && limits->concurrency_cap > 0 &&
+		limits->concurrency_cap > limits->node_execution_cap)
+		wf_invalid_definition("limits.concurrency_cap (%d) must not be above limits.node_execution_cap (%d)",
+							  limits->concurrency_cap,
+							  limits->node_execution_cap);
+}
+
+/*
+ * ApplyLimits applies the run's limits to its steps: retry_cap lowers each
+ * max_attempts to retry_cap + 1; under a cap every job step is capped (the
+ * cascade parks it until there is room) and the run keeps its counters on
+ * its row, where admission reads them.
+ */
+static void
+ApplyLimits(WfDefinition *def)
+{
+	bool		capped = WF_LIMITS_CAPPED(&def->limits);
+
+	if (capped)
+		def->counter_shards = 0;
+	for (int i = 0; i < def->nsteps; i++)
+	{
+		WfStepDef  *step = &def->steps[i];
+
+		if (def->limits.retry_cap >= 0 &&
+			step->max_attempts > (int64) def->limits.retry_cap + 1)
+			step->max_attempts = def->limits.retry_cap + 1;
+		step->capped = capped && step->kind == WF_KIND_JOB;
+		if (capped)
+			step->counter_shard = 0;
+	}
 }
 
 /* ParseSteps reads every step, entering its key into keys. */
@@ -802,6 +896,7 @@ WfParseDefinition(Jsonb *definition, WfDefinition *def)
 	ResolveDependencies(def, keys);
 	CheckResultStep(def, keys);
 	CheckAcyclic(def);
+	ApplyLimits(def);
 	hash_destroy(keys);
 }
 

@@ -36,6 +36,7 @@
 #define WF_JOB_NOT_RUNNING				"job.not_running"
 #define WF_VERSION_MISMATCH				"workflow.version_mismatch"
 #define WF_INVALID_RUN_TRANSITION		"workflow.invalid_run_transition"
+#define WF_ALLOWANCE_INELIGIBLE			"workflow.execution_allowance_ineligible"
 
 /* conflict: 23505 */
 #define WF_SQLSTATE_CONFLICT			ERRCODE_UNIQUE_VIOLATION
@@ -45,6 +46,7 @@
 #define WF_EXT_METADATA_CONFLICT		"workflow.external_completion_metadata_conflict"
 #define WF_EVENT_CONFLICT				"workflow.event_conflict"
 #define WF_DEFINITION_CONFLICT			"workflow.definition_conflict"
+#define WF_ALLOWANCE_CONFLICT			"workflow.execution_allowance_conflict"
 
 /* retry me: 40001 */
 #define WF_SQLSTATE_RETRY				ERRCODE_T_R_SERIALIZATION_FAILURE

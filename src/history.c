@@ -15,6 +15,9 @@
  *	- runs: run events and operator actions (cancel_job's step_canceled);
  *	- off: nothing.
  *
+ * Evidence is written whatever it says (WfRecordEvidence): the allowance
+ * events that increase_execution_allowance checks a repeat against.
+ *
  * A change made without its event sets history_gap on its step or run
  * row, in the statement that makes the change, so that verify() checks
  * the history only of steps and runs whose every change was recorded.
@@ -59,14 +62,26 @@ void
 WfRecordRunEvent(const pg_uuid_t *run_id, const char *event_type,
 				 const char *detail)
 {
+	if (WfHistoryRecordsRuns())
+		WfRecordEvidence(run_id, event_type, detail);
+}
+
+/*
+ * WfRecordEvidence writes a run event whatever workflow.history says: the
+ * evidence that a later call is checked against (allowance increases and
+ * their exhaustion), which is part of the run's state, not only its
+ * history.
+ */
+void
+WfRecordEvidence(const pg_uuid_t *run_id, const char *event_type,
+				 const char *detail)
+{
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		WF_INSERT_EVENTS " VALUES ($1, NULL, $2, $3::pg_catalog.jsonb)";
 	static const Oid types[3] = {UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 
-	if (!WfHistoryRecordsRuns())
-		return;
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(event_type);
 	values[2] = CStringGetTextDatum(detail);

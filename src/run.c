@@ -92,6 +92,7 @@ typedef struct NewRun
 	bool	   *wait_timeout_nulls;
 	Datum	   *start_afters;
 	bool	   *start_after_nulls;
+	Datum	   *capped;
 
 	/* the root job steps, whose jobs are written with the run */
 	Datum	   *root_steps;
@@ -99,16 +100,20 @@ typedef struct NewRun
 	int			nroot_waiting;	/* external and event steps */
 	pg_uuid_t  *root_sleeps;
 	int			nroot_sleeps;
+	int			nroot_parked;	/* root job steps left waiting for room */
 
 	/* active, waiting, blocked: on the run row, and per shard 1.. */
 	int32		run_count[3];
 	int32	   *shard_count[3];
+	int32	   *shard_executions;	/* per shard 1.., the root jobs */
 } NewRun;
 
 static Datum TextOrNull(const char *s, bool *isnull);
 static Datum Int32OrNull(int32 v, bool *isnull);
 static void NewWaitColumns(NewRun *run, int i);
 static void NewStepColumns(NewRun *run);
+static int	CompareStepId(const void *a, const void *b);
+static void AdmitRootJobs(NewRun *run, int *roots, int nroots);
 static void CountStartingSteps(NewRun *run);
 static bool InsertRunRow(NewRun *run);
 static void FindIdempotentRun(NewRun *run);
@@ -117,6 +122,9 @@ static void InsertCompensations(NewRun *run);
 static void InsertCounterShards(NewRun *run);
 static void InsertEdges(NewRun *run);
 static void InsertRootJobs(NewRun *run);
+static bool AllowanceExhaustedAtStart(NewRun *run);
+static void LimitColumns(NewRun *run, Datum *values, char *nulls);
+static void RecordExhaustedAtStart(NewRun *run);
 static void WakeRootSleeps(NewRun *run);
 static void InsertRun(WfDefinition *def, Jsonb *definition,
 					  pg_uuid_t *run_id, const RunStart *start);
@@ -171,6 +179,8 @@ NewStepColumns(NewRun *run)
 	Datum		status_enqueued = CStringGetTextDatum("ENQUEUED");
 	Datum		status_waiting = CStringGetTextDatum("WAITING_FOR_EXTERNAL");
 	Datum		status_sleeping = CStringGetTextDatum("SLEEPING");
+	int		   *capped_roots = palloc(sizeof(int) * n);
+	int			ncapped_roots = 0;
 
 	run->ids = palloc(sizeof(Datum) * n);
 	run->keys = palloc(sizeof(Datum) * n);
@@ -199,10 +209,12 @@ NewStepColumns(NewRun *run)
 	run->wait_timeout_nulls = palloc(sizeof(bool) * n);
 	run->start_afters = palloc(sizeof(Datum) * n);
 	run->start_after_nulls = palloc(sizeof(bool) * n);
+	run->capped = palloc(sizeof(Datum) * n);
 	run->root_sleeps = palloc(sizeof(pg_uuid_t) * n);
 	run->nroot_jobs = 0;
 	run->nroot_waiting = 0;
 	run->nroot_sleeps = 0;
+	run->nroot_parked = 0;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -222,6 +234,7 @@ NewStepColumns(NewRun *run)
 		run->job_id_nulls[i] = true;
 		run->job_ids[i] = (Datum) 0;
 		run->step_shards[i] = Int16GetDatum(s->counter_shard);
+		run->capped[i] = BoolGetDatum(s->capped);
 		NewWaitColumns(run, i);
 		if (s->nedges > 0)
 			run->statuses[i] = status_blocked;
@@ -235,6 +248,8 @@ NewStepColumns(NewRun *run)
 			run->statuses[i] = status_sleeping;
 			run->root_sleeps[run->nroot_sleeps++] = s->id;
 		}
+		else if (s->capped)
+			capped_roots[ncapped_roots++] = i;
 		else
 		{
 			run->statuses[i] = status_enqueued;
@@ -244,6 +259,68 @@ NewStepColumns(NewRun *run)
 			run->root_steps[run->nroot_jobs++] = run->ids[i];
 		}
 	}
+	if (ncapped_roots > 0)
+		AdmitRootJobs(run, capped_roots, ncapped_roots);
+	pfree(capped_roots);
+}
+
+/* a step of the run being written, by id */
+typedef struct StepById
+{
+	pg_uuid_t	id;
+	int			index;
+} StepById;
+
+/* CompareStepId orders StepById entries by step id. */
+static int
+CompareStepId(const void *a, const void *b)
+{
+	return WfUuidCompare(&((const StepById *) a)->id,
+						 &((const StepById *) b)->id);
+}
+
+/*
+ * AdmitRootJobs starts the root job steps of a capped run that its caps
+ * allow, in id order as admission would (they share their released_at),
+ * with their jobs; the others start PARKED.  A root sleep step is active
+ * from the start, so it takes a place under concurrency_cap.
+ */
+static void
+AdmitRootJobs(NewRun *run, int *roots, int nroots)
+{
+	WfLimits   *limits = &run->def->limits;
+	int			room = nroots;
+	StepById   *by_id = palloc(sizeof(StepById) * nroots);
+
+	if (limits->concurrency_cap > 0)
+		room = Min(room, limits->concurrency_cap - run->nroot_sleeps);
+	if (limits->node_execution_cap > 0)
+		room = Min(room, limits->node_execution_cap);
+	room = Max(room, 0);
+	for (int k = 0; k < nroots; k++)
+	{
+		by_id[k].id = run->def->steps[roots[k]].id;
+		by_id[k].index = roots[k];
+	}
+	qsort(by_id, nroots, sizeof(StepById), CompareStepId);
+	for (int k = 0; k < nroots; k++)
+	{
+		int			i = by_id[k].index;
+		WfStepDef  *s = &run->def->steps[i];
+
+		if (k >= room)
+		{
+			run->statuses[i] = CStringGetTextDatum("PARKED");
+			run->nroot_parked++;
+			continue;
+		}
+		run->statuses[i] = CStringGetTextDatum("ENQUEUED");
+		WfNewUuidV7(&s->job_id);
+		run->job_ids[i] = UUIDPGetDatum(&s->job_id);
+		run->job_id_nulls[i] = false;
+		run->root_steps[run->nroot_jobs++] = run->ids[i];
+	}
+	pfree(by_id);
 }
 
 /*
@@ -260,14 +337,18 @@ CountStartingSteps(NewRun *run)
 
 	run->run_count[0] = run->nroot_jobs + run->nroot_sleeps;
 	run->run_count[1] = run->nroot_waiting;
-	run->run_count[2] = n - run->run_count[0] - run->run_count[1];
+	run->run_count[2] = n - run->run_count[0] - run->run_count[1] -
+		run->nroot_parked;
 	for (int c = 0; c < 3; c++)
 		run->shard_count[c] = NULL;
+	run->shard_executions = NULL;
 	if (nshards == 0)
 		return;
 
+	/* a capped run has no shards, so no step of a sharded one is parked */
 	for (int c = 0; c < 3; c++)
 		run->shard_count[c] = palloc0(sizeof(int32) * (nshards + 1));
+	run->shard_executions = palloc0(sizeof(int32) * (nshards + 1));
 	for (int i = 0; i < n; i++)
 	{
 		WfStepDef  *s = &def->steps[i];
@@ -275,6 +356,8 @@ CountStartingSteps(NewRun *run)
 			(s->kind == WF_KIND_EXTERNAL || s->kind == WF_KIND_EVENT) ? 1 : 0;
 
 		run->shard_count[c][s->counter_shard]++;
+		if (s->nedges == 0 && s->kind == WF_KIND_JOB)
+			run->shard_executions[s->counter_shard]++;
 	}
 	for (int c = 0; c < 3; c++)
 	{
@@ -297,9 +380,11 @@ InsertRunRow(NewRun *run)
 		" name, definition, status, result_step_key, idempotency_key,"
 		" steps_total, steps_active, steps_waiting, steps_blocked,"
 		" counter_shards, history_gap, input, workflow_name, workflow_version,"
-		" workflow_signature)"
+		" workflow_signature, node_execution_cap, concurrency_cap, cycle_cap,"
+		" retry_cap, executions_used, steps_parked, allowance_exhausted_cap)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
-		" $10, $11, $12, NOT $14, $15, $16, $17, $18)"
+		" $10, $11, $12, NOT $14, $15, $16, $17, $18, $19, $20, $21, $22,"
+		" $23, $24, $25)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
 		" RETURNING id),"
@@ -307,20 +392,22 @@ InsertRunRow(NewRun *run)
 		" SELECT r.id, NULL, 'run_started', $13::pg_catalog.jsonb FROM r"
 		"  WHERE $14)"
 		" SELECT r.id FROM r";
-	static const Oid run_types[18] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+	static const Oid run_types[25] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
 		INT4OID, INT2OID, TEXTOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID,
-	TEXTOID};
+		TEXTOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
+	INT4OID};
 	WfDefinition *def = run->def;
 	const RunStart *start = run->start;
-	Datum		values[18];
-	char		nulls[18];
+	Datum		values[25];
+	char		nulls[25];
 	bool		isnull;
 	const char *run_status;
 	StringInfoData detail;
 
 	run_status = WfComputeRunStatus(run->run_count[0], run->run_count[1],
-									run->run_count[2], 0, 0);
+									run->nroot_parked, run->run_count[2],
+									0, 0);
 	WfCheckRunMove(run->id, NULL, run_status, WF_CALL_START_RUN);
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -352,8 +439,61 @@ InsertRunRow(NewRun *run)
 	nulls[16] = isnull ? 'n' : ' ';
 	values[17] = TextOrNull(start->signature, &isnull);
 	nulls[17] = isnull ? 'n' : ' ';
-	WfExecute(&run_plan, run_sql, 18, run_types, values, nulls, false, 0);
+	LimitColumns(run, values + 18, nulls + 18);
+	WfExecute(&run_plan, run_sql, 25, run_types, values, nulls, false, 0);
 	return SPI_processed > 0;
+}
+
+/*
+ * AllowanceExhaustedAtStart says whether the run starts with job steps
+ * parked for want of executions: its allowance is used up at once.
+ */
+static bool
+AllowanceExhaustedAtStart(NewRun *run)
+{
+	int32		cap = run->def->limits.node_execution_cap;
+
+	return run->nroot_parked > 0 && cap > 0 && run->nroot_jobs >= cap;
+}
+
+/*
+ * LimitColumns fills the run row's limit columns, NULL where there is no
+ * limit, and what it uses from the start: the root jobs, the parked root
+ * steps and, when those are parked for want of executions, the exhausted
+ * cap.  A sharded run counts its executions in its shards.
+ */
+static void
+LimitColumns(NewRun *run, Datum *values, char *nulls)
+{
+	WfLimits   *limits = &run->def->limits;
+
+	values[0] = Int32GetDatum(limits->node_execution_cap);
+	nulls[0] = limits->node_execution_cap > 0 ? ' ' : 'n';
+	values[1] = Int32GetDatum(limits->concurrency_cap);
+	nulls[1] = limits->concurrency_cap > 0 ? ' ' : 'n';
+	values[2] = Int32GetDatum(limits->cycle_cap);
+	nulls[2] = limits->cycle_cap > 0 ? ' ' : 'n';
+	values[3] = Int32GetDatum(limits->retry_cap);
+	nulls[3] = limits->retry_cap >= 0 ? ' ' : 'n';
+	values[4] = Int32GetDatum(run->def->counter_shards > 0 ? 0 :
+							  run->nroot_jobs);
+	nulls[4] = ' ';
+	values[5] = Int32GetDatum(run->nroot_parked);
+	nulls[5] = ' ';
+	values[6] = Int32GetDatum(limits->node_execution_cap);
+	nulls[6] = AllowanceExhaustedAtStart(run) ? ' ' : 'n';
+}
+
+/*
+ * RecordExhaustedAtStart writes the evidence of an allowance used up by
+ * the run's start (admission.c writes it for later exhaustion).
+ */
+static void
+RecordExhaustedAtStart(NewRun *run)
+{
+	if (AllowanceExhaustedAtStart(run))
+		WfRecordAllowanceExhausted(run->id,
+								   run->def->limits.node_execution_cap);
 }
 
 /*
@@ -470,7 +610,8 @@ InsertSteps(NewRun *run)
 		" priority, max_attempts, timeout_seconds, stage, status, job_id,"
 		" released_at, dependency_count_total, dependency_count_pending,"
 		" counter_shard, history_gap, event_name, sleep_seconds, sleep_until,"
-		" wait_timeout_seconds, start_after_seconds, wake_at, pinned)"
+		" wait_timeout_seconds, start_after_seconds, wake_at, pinned, capped,"
+		" parked_at)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
@@ -484,7 +625,8 @@ InsertSteps(NewRun *run)
 		"  WHEN u.status" OP("=") "'WAITING_FOR_EXTERNAL'"
 		"  THEN pg_catalog.statement_timestamp()"
 		"   " OP("+") "pg_catalog.make_interval(secs => u.wait_timeout) END,"
-		" $22"
+		" $22, u.capped,"
+		" CASE WHEN u.status" OP("=") "'PARKED' THEN pg_catalog.statement_timestamp() END"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -502,29 +644,33 @@ InsertSteps(NewRun *run)
 		" pg_catalog.unnest($18::pg_catalog.int4[]),"
 		" pg_catalog.unnest($19::pg_catalog.timestamptz[]),"
 		" pg_catalog.unnest($20::pg_catalog.int4[]),"
-		" pg_catalog.unnest($21::pg_catalog.int4[]))"
+		" pg_catalog.unnest($21::pg_catalog.int4[]),"
+		" pg_catalog.unnest($23::pg_catalog.bool[]))"
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
 		" timeout_seconds, stage, status, job_id, deps, shard, event_name,"
-		" sleep_seconds, sleep_until, wait_timeout, start_after)"
+		" sleep_seconds, sleep_until, wait_timeout, start_after, capped)"
 		" RETURNING workflow_run_id, step_key, status, job_id, wake_at)"
 		" " WF_INSERT_EVENTS
 		" SELECT s.workflow_run_id, s.step_key, v.event_type, v.detail"
 		" FROM s, LATERAL (VALUES ('step_released',"
 		"  CASE WHEN s.job_id IS NULL THEN '{}'::pg_catalog.jsonb"
 		"  ELSE pg_catalog.jsonb_build_object('job_id', s.job_id) END),"
-		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', s.wake_at)))"
+		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', s.wake_at)),"
+		"  ('step_parked', '{}'::pg_catalog.jsonb))"
 		"  AS v(event_type, detail)"
 		" WHERE $16 AND s.status" OP("<>") "'BLOCKED'"
+		" AND (v.event_type" OP("=") "'step_parked')"
+		"  " OP("=") "(s.status::pg_catalog.text" OP("=") "'PARKED')"
 		" AND (v.event_type" OP("<>") "'step_sleeping'"
 		"  OR s.status::pg_catalog.text" OP("=") "'SLEEPING')";
-	static const Oid steps_types[22] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+	static const Oid steps_types[23] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
 		INT4ARRAYOID, INT2ARRAYOID, BOOLOID, TEXTARRAYOID, INT4ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID};
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID};
 	int			n = run->def->nsteps;
-	Datum		values[22];
-	char		nulls[22];
+	Datum		values[23];
+	char		nulls[23];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -554,7 +700,8 @@ InsertSteps(NewRun *run)
 	values[20] = WfArray(run->start_afters, run->start_after_nulls, n,
 						 INT4OID);
 	values[21] = BoolGetDatum(run->start->name != NULL);
-	WfExecute(&steps_plan, steps_sql, 22, steps_types, values, nulls, false, 0);
+	values[22] = WfArray(run->capped, NULL, n, BOOLOID);
+	WfExecute(&steps_plan, steps_sql, 23, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */
@@ -564,33 +711,35 @@ InsertCounterShards(NewRun *run)
 	static SPIPlanPtr shards_plan = NULL;
 	static const char *shards_sql =
 		"INSERT INTO workflow.workflow_run_counters (workflow_run_id, shard,"
-		" steps_active, steps_waiting, steps_blocked)"
-		" SELECT $1, u.shard, u.active, u.waiting, u.blocked"
+		" steps_active, steps_waiting, steps_blocked, executions_used)"
+		" SELECT $1, u.shard, u.active, u.waiting, u.blocked, u.executions"
 		" FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int2[]),"
 		" pg_catalog.unnest($3::pg_catalog.int4[]),"
 		" pg_catalog.unnest($4::pg_catalog.int4[]),"
-		" pg_catalog.unnest($5::pg_catalog.int4[]))"
-		" AS u(shard, active, waiting, blocked)";
-	static const Oid shards_types[5] = {UUIDOID, INT2ARRAYOID, INT4ARRAYOID,
-	INT4ARRAYOID, INT4ARRAYOID};
+		" pg_catalog.unnest($5::pg_catalog.int4[]),"
+		" pg_catalog.unnest($6::pg_catalog.int4[]))"
+		" AS u(shard, active, waiting, blocked, executions)";
+	static const Oid shards_types[6] = {UUIDOID, INT2ARRAYOID, INT4ARRAYOID,
+	INT4ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 	int			nshards = run->def->counter_shards;
 	Datum	   *shard_no = palloc(sizeof(Datum) * nshards);
-	Datum	   *counts[3];
-	Datum		values[5];
+	Datum	   *counts[4];
+	Datum		values[6];
 
-	for (int c = 0; c < 3; c++)
+	for (int c = 0; c < 4; c++)
 		counts[c] = palloc(sizeof(Datum) * nshards);
 	for (int k = 0; k < nshards; k++)
 	{
 		shard_no[k] = Int16GetDatum((int16) (k + 1));
 		for (int c = 0; c < 3; c++)
 			counts[c][k] = Int32GetDatum(run->shard_count[c][k + 1]);
+		counts[3][k] = Int32GetDatum(run->shard_executions[k + 1]);
 	}
 	values[0] = UUIDPGetDatum(run->id);
 	values[1] = WfArray(shard_no, NULL, nshards, INT2OID);
-	for (int c = 0; c < 3; c++)
+	for (int c = 0; c < 4; c++)
 		values[c + 2] = WfArray(counts[c], NULL, nshards, INT4OID);
-	WfExecute(&shards_plan, shards_sql, 5, shards_types, values, NULL,
+	WfExecute(&shards_plan, shards_sql, 6, shards_types, values, NULL,
 			  false, 0);
 }
 
@@ -717,6 +866,7 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 		InsertEdges(&run);
 	if (run.nroot_jobs > 0)
 		InsertRootJobs(&run);
+	RecordExhaustedAtStart(&run);
 	if (run.nroot_sleeps > 0)
 		WakeRootSleeps(&run);
 }

@@ -6,7 +6,8 @@
  *	  compensation that starts when a step fails).
  *
  * A run's live jobs are the QUEUED or RUNNING jobs of its ENQUEUED,
- * RUNNING or COMPENSATING steps.  They are locked in ascending id, first
+ * RUNNING or COMPENSATING steps.  It also creates the jobs of released
+ * steps (cascade.c, admission.c), new rows that no one else can hold.  They are locked in ascending id, first
  * of the lock order; a caller that already holds later locks takes them
  * NOWAIT and turns a failure into workflow.release_conflict.
  *
@@ -87,4 +88,38 @@ WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code, Datum reason,
 	nulls[1] = reason_null ? 'n' : ' ';
 	values[2] = CStringGetTextDatum(code);
 	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
+}
+
+/*
+ * WfInsertStepJobs creates the job row of each released job step, from the
+ * step (its job_id, payload and options, and its generation): the
+ * cascade's releases and admission's parked steps.
+ */
+void
+WfInsertStepJobs(const pg_uuid_t *ids, int n)
+{
+	static WfDueStatement insert = {
+		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
+		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
+		" workflow_run_id, workflow_step_id, generation)"
+		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
+		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
+		" CASE WHEN s.start_after_seconds IS NULL"
+		"  THEN pg_catalog.statement_timestamp()"
+		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
+		"   secs => s.start_after_seconds) END,"
+		" s.workflow_run_id, s.id, s.generation"
+		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
+	static const Oid insert_types[1] = {UUIDARRAYOID};
+	Datum	   *ids_d = palloc(sizeof(Datum) * n);
+	Datum		values[1];
+
+	for (int i = 0; i < n; i++)
+		ids_d[i] = UUIDPGetDatum(&ids[i]);
+	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
+	if (WfExecuteDue(&insert, 1, insert_types, values, NULL) != (uint64) n)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": released steps lost their job")));
+	pfree(ids_d);
 }

@@ -43,6 +43,7 @@ static const char *const call_names[] = {
 	[WF_CALL_RETRY_RUN] = "retry_run",
 	[WF_CALL_COMPENSATE_RUN] = "compensate_run",
 	[WF_CALL_COMPENSATE_ON_FAILURE] = "compensate_on failure",
+	[WF_CALL_INCREASE_ALLOWANCE] = "increase_execution_allowance",
 };
 
 #define BLOCKED_STATUSES(to, call) \
@@ -109,6 +110,20 @@ static const RunMove run_moves[] = {
 	{"COMPENSATING", "COMPENSATED", WF_CALL_STEP_CHANGE},
 	{"COMPENSATING", "COMPENSATION_FAILED", WF_CALL_STEP_CHANGE},
 	{"COMPENSATING", "CANCELED", WF_CALL_CANCEL_RUN},
+	/*
+	 * limits: with nothing active or waiting and job steps parked for
+	 * want of executions, a run waits for its allowance to grow; the
+	 * increase lets them run; the calls that stop a run stop it
+	 */
+	{"RUNNING", "WAITING_FOR_ALLOWANCE", WF_CALL_STEP_CHANGE},
+	{"WAITING_FOR_EXTERNAL", "WAITING_FOR_ALLOWANCE", WF_CALL_STEP_CHANGE},
+	{"WAITING_FOR_ALLOWANCE", "RUNNING", WF_CALL_INCREASE_ALLOWANCE},
+	{"WAITING_FOR_EXTERNAL", "RUNNING", WF_CALL_INCREASE_ALLOWANCE},
+	{"COMPLETED_WITH_ERRORS", "WAITING_FOR_ALLOWANCE", WF_CALL_RETRY_RUN},
+	BLOCKED_STATUSES("WAITING_FOR_ALLOWANCE", WF_CALL_RESUME_RUN),
+	{"WAITING_FOR_ALLOWANCE", "CANCELED", WF_CALL_CANCEL_RUN},
+	{"WAITING_FOR_ALLOWANCE", "RETIRED_UNRESUMABLE", WF_CALL_RETIRE_RUN},
+	{"WAITING_FOR_ALLOWANCE", "COMPENSATING", WF_CALL_COMPENSATE_RUN},
 };
 
 /* SameStatus compares two statuses, either of which may be NULL. */

@@ -74,6 +74,7 @@ typedef struct RunCounts
 	int32		blocked;
 	int32		failed;
 	int32		canceled;
+	WfRunRoom	room;			/* parked steps, executions and caps */
 } RunCounts;
 
 static RunDeltaEntry *run_deltas = NULL;
@@ -82,7 +83,7 @@ static int	max_run_deltas = 0;
 
 static void RunDeltasAbortSub(SubTransactionId subid);
 static void SumShards(const pg_uuid_t *run_id, int32 *succeeded,
-					  int32 *failed, int32 *canceled);
+					  int32 *failed, int32 *canceled, int32 *executions);
 static char *UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts);
 static void FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts);
 static void SetRunStatus(const pg_uuid_t *run_id, const char *old_status,
@@ -282,16 +283,20 @@ WfRunStatusResult(FunctionCallInfo fcinfo, const char *status)
 /*
  * WfComputeRunStatus derives a live run's status from its counters (see
  * docs/reference.md, section 4): work in progress first, then waiting for the
- * outside world, then steps still blocked, then the outcome.
+ * outside world, then parked steps (with nothing active, only a larger
+ * execution allowance lets them run), then steps still blocked, then the
+ * outcome.
  */
 const char *
-WfComputeRunStatus(int32 active, int32 waiting, int32 blocked,
+WfComputeRunStatus(int32 active, int32 waiting, int32 parked, int32 blocked,
 				   int32 failed, int32 canceled)
 {
 	if (active > 0)
 		return "RUNNING";
 	if (waiting > 0)
 		return "WAITING_FOR_EXTERNAL";
+	if (parked > 0)
+		return "WAITING_FOR_ALLOWANCE";
 	if (blocked > 0)
 		return "RUNNING";
 	if (failed > 0 || canceled > 0)
@@ -365,13 +370,14 @@ WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
  */
 static void
 SumShards(const pg_uuid_t *run_id, int32 *succeeded, int32 *failed,
-		  int32 *canceled)
+		  int32 *canceled, int32 *executions)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"SELECT COALESCE(pg_catalog.sum(c.steps_succeeded), 0)::pg_catalog.int4,"
 		" COALESCE(pg_catalog.sum(c.steps_failed), 0)::pg_catalog.int4,"
-		" COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4"
+		" COALESCE(pg_catalog.sum(c.steps_canceled), 0)::pg_catalog.int4,"
+		" COALESCE(pg_catalog.sum(c.executions_used), 0)::pg_catalog.int4"
 		" FROM workflow.workflow_run_counters c"
 		" WHERE c.workflow_run_id" OP("=") "$1";
 	static const Oid types[1] = {UUIDOID};
@@ -382,6 +388,7 @@ SumShards(const pg_uuid_t *run_id, int32 *succeeded, int32 *failed,
 	*succeeded = WfResultInt32(0, 1);
 	*failed = WfResultInt32(0, 2);
 	*canceled = WfResultInt32(0, 3);
+	*executions = WfResultInt32(0, 4);
 }
 
 /*
@@ -401,20 +408,24 @@ UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts)
 		" steps_succeeded = steps_succeeded" OP("+") "$5,"
 		" steps_failed = steps_failed" OP("+") "$6,"
 		" steps_canceled = steps_canceled" OP("+") "$7,"
+		" steps_parked = steps_parked" OP("+") "$8,"
+		" executions_used = executions_used" OP("+") "$9,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE id" OP("=") "$1"
 		" RETURNING status::pg_catalog.text, steps_active, steps_waiting,"
-		" steps_blocked, steps_failed, steps_canceled";
-	static const Oid counters_types[7] = {UUIDOID, INT4OID, INT4OID, INT4OID,
-	INT4OID, INT4OID, INT4OID};
-	Datum		values[7];
-	char		nulls[7] = "       ";
+		" steps_blocked, steps_failed, steps_canceled, steps_parked,"
+		" executions_used, COALESCE(node_execution_cap, 0),"
+		" COALESCE(concurrency_cap, 0), COALESCE(allowance_exhausted_cap, 0)";
+	static const Oid counters_types[9] = {UUIDOID, INT4OID, INT4OID, INT4OID,
+	INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum		values[9];
+	char		nulls[9] = "         ";
 
 	values[0] = WfUuidDatum(&entry->run_id);
 	for (int i = 0; i < WF_NUM_COUNTERS; i++)
 		values[i + 1] = Int32GetDatum(entry->delta[i]);
 
-	if (WfExecute(&counters_plan, counters_sql, 7, counters_types, values,
+	if (WfExecute(&counters_plan, counters_sql, 9, counters_types, values,
 				  nulls, false, 0) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		ereport(ERROR,
@@ -427,6 +438,12 @@ UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts)
 	counts->blocked = WfResultInt32(0, 4);
 	counts->failed = WfResultInt32(0, 5);
 	counts->canceled = WfResultInt32(0, 6);
+	counts->room.active = counts->active;
+	counts->room.parked = WfResultInt32(0, 7);
+	counts->room.executions = WfResultInt32(0, 8);
+	counts->room.node_execution_cap = WfResultInt32(0, 9);
+	counts->room.concurrency_cap = WfResultInt32(0, 10);
+	counts->room.exhausted_cap = WfResultInt32(0, 11);
 	return WfResultText(0, 1);
 }
 
@@ -441,19 +458,23 @@ FoldShardTotals(const pg_uuid_t *run_id, RunCounts *counts)
 	static SPIPlanPtr fold_plan = NULL;
 	static const char *fold_sql =
 		"UPDATE workflow.workflow_runs SET steps_succeeded = $2,"
-		" steps_failed = $3, steps_canceled = $4"
+		" steps_failed = $3, steps_canceled = $4, executions_used = $5"
 		" WHERE id" OP("=") "$1";
-	static const Oid fold_types[4] = {UUIDOID, INT4OID, INT4OID, INT4OID};
-	Datum		values[4];
-	char		nulls[4] = "    ";
+	static const Oid fold_types[5] = {UUIDOID, INT4OID, INT4OID, INT4OID,
+	INT4OID};
+	Datum		values[5];
+	char		nulls[5] = "     ";
 	int32		succeeded;
+	int32		executions;
 
-	SumShards(run_id, &succeeded, &counts->failed, &counts->canceled);
+	SumShards(run_id, &succeeded, &counts->failed, &counts->canceled,
+			  &executions);
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = Int32GetDatum(succeeded);
 	values[2] = Int32GetDatum(counts->failed);
 	values[3] = Int32GetDatum(counts->canceled);
-	WfExecute(&fold_plan, fold_sql, 4, fold_types, values, nulls,
+	values[4] = Int32GetDatum(executions);
+	WfExecute(&fold_plan, fold_sql, 5, fold_types, values, nulls,
 			  false, 0);
 }
 
@@ -520,7 +541,9 @@ WfSetRunStatus(const pg_uuid_t *run_id, const char *from, const char *to,
  * a sharded run the delta counts shards crossing zero, and the outcome
  * counters are summed from the shards into the run row when it finishes.
  * A run whose release was held enters the BLOCKED_* status it was held
- * for, and stays there until resume_run moves it on.
+ * for, and stays there until resume_run moves it on.  A capped run's
+ * parked steps are let run first, holding the run row (admission.c), so
+ * that its status follows from what they left.
  */
 static void
 ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
@@ -534,6 +557,12 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		strcmp(old_status, "RETIRED_UNRESUMABLE") == 0 ||
 		WfRunStatusCompensation(old_status))
 		return;					/* ended, or its compensation decides */
+	if (counts.room.parked > 0)
+	{
+		int32		admitted = WfAdmitParked(&entry->run_id, &counts.room);
+
+		counts.active += admitted;
+	}
 	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN &&
 		entry->call != WF_CALL_COMPENSATE_ON_FAILURE)
 		return;					/* held until resume_run, or undone */
@@ -542,8 +571,8 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		counts.blocked == 0)
 		FoldShardTotals(&entry->run_id, &counts);
 	new_status = WfComputeRunStatus(counts.active, counts.waiting,
-									counts.blocked, counts.failed,
-									counts.canceled);
+									counts.room.parked, counts.blocked,
+									counts.failed, counts.canceled);
 	if (entry->blocked != NULL && !WfRunStatusTerminal(new_status))
 		new_status = entry->blocked;
 	if (entry->call == WF_CALL_COMPENSATE_RUN ||
@@ -580,20 +609,24 @@ ApplyShardDelta(const RunDeltaEntry *entry, RunDeltaEntry *run_delta,
 		" steps_blocked = c.steps_blocked" OP("+") "$5,"
 		" steps_succeeded = c.steps_succeeded" OP("+") "$6,"
 		" steps_failed = c.steps_failed" OP("+") "$7,"
-		" steps_canceled = c.steps_canceled" OP("+") "$8"
+		" steps_canceled = c.steps_canceled" OP("+") "$8,"
+		" executions_used = c.executions_used" OP("+") "$9"
 		" WHERE c.workflow_run_id" OP("=") "$1 AND c.shard" OP("=") "$2"
 		" RETURNING c.steps_active, c.steps_waiting, c.steps_blocked";
-	static const Oid types[8] = {UUIDOID, INT2OID, INT4OID, INT4OID, INT4OID,
-	INT4OID, INT4OID, INT4OID};
-	Datum		values[8];
+	static const Oid types[9] = {UUIDOID, INT2OID, INT4OID, INT4OID, INT4OID,
+	INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum		values[9];
 
 	values[0] = WfUuidDatum(&entry->run_id);
 	values[1] = Int16GetDatum(entry->shard);
 	if (late)
 		WfExecuteNowait(&lock_plan, lock_sql, 2, types, values, NULL);
-	for (int i = 0; i < WF_NUM_COUNTERS; i++)
+	if (entry->delta[WF_COUNT_PARKED] != 0)
+		elog(ERROR, "a step of a run with counter shards was parked");
+	for (int i = 0; i <= WF_COUNT_CANCELED; i++)
 		values[i + 2] = Int32GetDatum(entry->delta[i]);
-	if (WfExecute(&plan, sql, 8, types, values, NULL, false, 0) !=
+	values[8] = Int32GetDatum(entry->delta[WF_COUNT_EXECUTIONS]);
+	if (WfExecute(&plan, sql, 9, types, values, NULL, false, 0) !=
 		SPI_OK_UPDATE_RETURNING || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),

@@ -42,6 +42,8 @@
 /*
  * The run counters a step moves between.  ENQUEUED and RUNNING share
  * WF_COUNT_ACTIVE, so claims and retries never touch the run row.
+ * PARKED steps exist only in capped runs, which have no counter shards;
+ * WF_COUNT_EXECUTIONS counts the jobs created for the run's job steps.
  */
 typedef enum WfCounter
 {
@@ -51,6 +53,8 @@ typedef enum WfCounter
 	WF_COUNT_SUCCEEDED,
 	WF_COUNT_FAILED,
 	WF_COUNT_CANCELED,
+	WF_COUNT_PARKED,
+	WF_COUNT_EXECUTIONS,
 	WF_NUM_COUNTERS
 } WfCounter;
 
@@ -196,12 +200,14 @@ typedef enum WfRunCall
 	WF_CALL_RESUME_RUN,
 	WF_CALL_RETRY_RUN,
 	WF_CALL_COMPENSATE_RUN,
-	WF_CALL_COMPENSATE_ON_FAILURE
+	WF_CALL_COMPENSATE_ON_FAILURE,
+	WF_CALL_INCREASE_ALLOWANCE
 } WfRunCall;
 
-/* run_jobs.c: a run's live jobs */
+/* run_jobs.c: a run's live jobs, and the jobs of released steps */
 extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
 							 Datum **ids);
+extern void WfInsertStepJobs(const pg_uuid_t *ids, int n);
 extern void WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code,
 						 Datum reason, bool reason_null);
 
@@ -213,6 +219,23 @@ extern void WfAdvanceCompensation(const pg_uuid_t *run_id, int32 failed);
 extern void WfSettleCompensationJob(const WfCompensationEnd *end);
 extern void WfAbandonCompensation(const pg_uuid_t *run_id, Datum reason,
 								  bool reason_null);
+
+/*
+ * admission.c: letting a capped run's parked steps run.  A capped run's
+ * counters and caps, as its run row holds them now, locked.
+ */
+typedef struct WfRunRoom
+{
+	int32		active;
+	int32		parked;
+	int32		executions;
+	int32		node_execution_cap; /* 0: none */
+	int32		concurrency_cap;	/* 0: none */
+	int32		exhausted_cap;	/* the cap whose exhaustion was recorded */
+} WfRunRoom;
+
+extern int32 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room);
+extern void WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap);
 
 /* pins.c: whether a pinned run's registered version still stands */
 extern const char *WfPinVerdict(const pg_uuid_t *run_id);
@@ -232,8 +255,8 @@ extern void WfApplyRunDeltas(void);
 extern void WfRunDeltasReset(void);
 extern bool WfHasRunDeltas(void);
 extern const char *WfComputeRunStatus(int32 active, int32 waiting,
-									  int32 blocked, int32 failed,
-									  int32 canceled);
+									  int32 parked, int32 blocked,
+									  int32 failed, int32 canceled);
 extern bool WfRunStatusTerminal(const char *status);
 extern bool WfRunStatusBlocked(const char *status);
 extern bool WfRunStatusCompensation(const char *status);
@@ -260,6 +283,8 @@ extern void WfCheckRunMove(const pg_uuid_t *run_id, const char *from,
 extern bool WfHistoryRecordsSteps(void);
 extern bool WfHistoryRecordsRuns(void);
 extern void WfRecordRunEvent(const pg_uuid_t *run_id, const char *event_type,
+							 const char *detail);
+extern void WfRecordEvidence(const pg_uuid_t *run_id, const char *event_type,
 							 const char *detail);
 extern void WfDetailBegin(StringInfo buf);
 extern void WfDetailText(StringInfo buf, const char *key, const char *value);
@@ -318,6 +343,7 @@ typedef struct WfStepDef
 	pg_uuid_t	id;				/* set by run.c */
 	pg_uuid_t	job_id;			/* set by run.c for root job steps */
 	int16		counter_shard;	/* 0: counted on the run row */
+	bool		capped;			/* a job step of a capped run */
 } WfStepDef;
 
 typedef struct WfEdgeDef
@@ -326,6 +352,19 @@ typedef struct WfEdgeDef
 	int			dependent;
 	bool		on_terminal;
 } WfEdgeDef;
+
+/* a definition's "limits"; 0 (retry_cap -1) where not given */
+typedef struct WfLimits
+{
+	int32		node_execution_cap;
+	int32		concurrency_cap;
+	int32		cycle_cap;
+	int32		retry_cap;
+} WfLimits;
+
+/* whether limits park job steps */
+#define WF_LIMITS_CAPPED(l) \
+	((l)->node_execution_cap > 0 || (l)->concurrency_cap > 0)
 
 typedef struct WfDefinition
 {
@@ -338,6 +377,7 @@ typedef struct WfDefinition
 	char	  **dep_keys;		/* per edge, the named prerequisite key */
 	int			counter_shards; /* 0: counters on the run row */
 	bool		compensate_on_failure;	/* "compensate_on": "failure" */
+	WfLimits	limits;
 } WfDefinition;
 
 extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
@@ -407,7 +447,7 @@ extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
 extern bool WfDatabaseListCheck(char **newval, void **extra, GucSource source);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.8"
+#define WF_SQL_VERSION "1.9"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);
