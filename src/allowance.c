@@ -72,7 +72,7 @@ LatestIncreaseIs(const pg_uuid_t *run_id, int32 expected, int32 target)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"SELECT e.id, pg_catalog.octet_length(e.detail::pg_catalog.text),"
+		"SELECT e.id::pg_catalog.text, pg_catalog.octet_length(e.detail::pg_catalog.text),"
 		" e.detail" OP("=") "pg_catalog.jsonb_build_object('version', 1,"
 		"  'previous_cap', e.detail" OP("->") "'previous_cap',"
 		"  'target_cap', e.detail" OP("->") "'target_cap')"
