@@ -48,14 +48,16 @@ typedef struct StatusStyle
 } StatusStyle;
 
 /*
- * One colour per status: grey while blocked, blues while queued and
- * running, lilac while sleeping, amber while waiting for the outside world, green, red and a
+ * One colour per status: grey while blocked, pale pink while parked, blues
+ * while queued and running, lilac while sleeping, amber while waiting for
+ * the outside world, green, red and a
  * darker grey at the end; orange while a step is undone, teal once it is,
  * dark red when its undoing failed.  A status not listed here (a later version's)
  * is drawn white.
  */
 static const StatusStyle status_styles[] = {
 	{"BLOCKED", "blocked", "#eeeeee", "#9e9e9e"},
+	{"PARKED", "parked", "#f8d7e8", "#a3386e"},
 	{"ENQUEUED", "enqueued", "#cfe2ff", "#6c8ebf"},
 	{"RUNNING", "running", "#8bb9fe", "#3d6fb4"},
 	{"SLEEPING", "sleeping", "#e2d9f3", "#6f42c1"},

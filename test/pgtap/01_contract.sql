@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(435);
+SELECT plan(455);
 
 CREATE SCHEMA wf_tap;
 
@@ -48,7 +48,7 @@ SELECT has_enum('workflow', 'step_status', 'enum workflow.step_status exists');
 SELECT enum_has_labels('workflow', 'step_status',
     ARRAY['BLOCKED', 'ENQUEUED', 'RUNNING', 'SLEEPING', 'WAITING_FOR_EXTERNAL',
           'SUCCEEDED', 'FAILED', 'CANCELED', 'COMPENSATING', 'COMPENSATED',
-          'COMPENSATION_FAILED'],
+          'COMPENSATION_FAILED', 'PARKED'],
     'workflow.step_status has the contract labels in order');
 
 SELECT has_enum('workflow', 'run_status', 'enum workflow.run_status exists');
@@ -56,7 +56,8 @@ SELECT enum_has_labels('workflow', 'run_status',
     ARRAY['RUNNING', 'WAITING_FOR_EXTERNAL', 'SUCCEEDED',
           'COMPLETED_WITH_ERRORS', 'CANCELED', 'BLOCKED_MISSING_HANDLER',
           'BLOCKED_MISSING_VERSION', 'BLOCKED_SIGNATURE_MISMATCH',
-          'RETIRED_UNRESUMABLE', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED'],
+          'RETIRED_UNRESUMABLE', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED',
+          'WAITING_FOR_ALLOWANCE'],
     'workflow.run_status has the contract labels in order');
 
 SELECT has_enum('workflow', 'release_mode', 'enum workflow.release_mode exists');
@@ -171,6 +172,13 @@ VALUES
     ('workflow_steps', 'wait_timeout_seconds', 'pg_catalog', 'integer'),
     ('workflow_steps', 'start_after_seconds', 'pg_catalog', 'integer'),
     ('workflow_steps', 'wake_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_steps', 'parked_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_runs', 'node_execution_cap', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'concurrency_cap', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'cycle_cap', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'retry_cap', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'executions_used', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'steps_parked', 'pg_catalog', 'integer'),
 
     ('workflow_step_dependencies', 'workflow_run_id', 'pg_catalog', 'uuid'),
     ('workflow_step_dependencies', 'prerequisite_step_id', 'pg_catalog', 'uuid'),
@@ -198,7 +206,7 @@ VALUES
     ('event_inbox', 'consumed_at', 'pg_catalog', 'timestamp with time zone'),
     ('event_inbox', 'consumed_by_step_key', 'pg_catalog', 'text');
 
--- 88 columns: has_column for each, then col_type_is for each.
+-- 104 columns: has_column for each, then col_type_is for each.
 SELECT has_column('workflow', c.table_name, c.column_name,
                   format('workflow.%s has column %s', c.table_name, c.column_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;
@@ -405,9 +413,12 @@ INSERT INTO wf_tap.api (fname, args, returns, arguments) VALUES
      'OUT passes bigint, OUT last_reaped bigint, OUT last_fired bigint, '
      'OUT last_purged bigint, OUT last_vacuumed text, OUT reaped bigint, OUT fired bigint, '
      'OUT purged bigint, OUT vacuums bigint, OUT last_vacuum_at timestamp with time zone, '
-     'OUT errors bigint, OUT last_error_at timestamp with time zone, OUT last_error text');
+     'OUT errors bigint, OUT last_error_at timestamp with time zone, OUT last_error text'),
+    ('increase_execution_allowance', ARRAY['uuid', 'integer', 'integer', 'uuid'], 'integer',
+     'workflow_run_id uuid, expected_cap integer, target_cap integer, '
+     'organization_id uuid DEFAULT NULL::uuid');
 
--- 35 functions: has_function, function_returns, then the argument list.
+-- 36 functions: has_function, function_returns, then the argument list.
 SELECT has_function('workflow', a.fname, a.args,
                     format('function workflow.%s(%s) exists', a.fname,
                            array_to_string(a.args, ', ')))
@@ -443,7 +454,7 @@ SELECT is((SELECT count(*)::int FROM wf_tap.api a
                ON p.oid = to_regprocedure(format('workflow.%s(%s)', a.fname,
                                                  array_to_string(a.args, ',')))
             WHERE NOT p.proisstrict),
-          35, 'all 35 API functions are present and not STRICT');
+          36, 'all 36 API functions are present and not STRICT');
 
 -- verify() reads only: it is STABLE and returns the documented columns.
 SELECT is((SELECT p.provolatile::text || ':' ||
@@ -474,7 +485,8 @@ INSERT INTO wf_tap.api_kind VALUES
     ('job_inputs', 'c', 'v'), ('register_workflow', 'c', 'v'),
     ('unregister_workflow', 'c', 'v'), ('start_workflow', 'c', 'v'),
     ('compensate_run', 'c', 'v'), ('resume_run', 'c', 'v'), ('retire_run', 'c', 'v'),
-    ('retry_run', 'c', 'v'), ('job_step_key', 'c', 'v'), ('maintenance_passes', 'c', 'v');
+    ('retry_run', 'c', 'v'), ('job_step_key', 'c', 'v'), ('maintenance_passes', 'c', 'v'),
+    ('increase_execution_allowance', 'c', 'v');
 
 SELECT is((SELECT l.lanname::text || ':' || p.provolatile::text
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -667,10 +679,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.8', 'workflow is available with default version 1.8');
+          '1.9', 'workflow is available with default version 1.9');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.8'),
+            WHERE v.name = 'workflow' AND v.version = '1.9'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -679,7 +691,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.8', 'the installed version is 1.8');
+          '1.9', 'the installed version is 1.9');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -725,9 +737,16 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.7' AND p.target = '1.8'),
           '1.7--1.8', 'an installed 1.7 updates to 1.8 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.9'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7--1.8--1.9',
+          'an installed 1.0 updates to 1.9 through 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7 and 1.8');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.8' AND p.target = '1.9'),
+          '1.8--1.9', 'an installed 1.8 updates to 1.9 in one step');
 SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8'], 'the versions 1.0 to 1.8 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9'], 'the versions 1.0 to 1.9 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

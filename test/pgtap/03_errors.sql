@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(137);
+SELECT plan(144);
 
 CREATE SCHEMA wf_tap;
 
@@ -580,6 +580,29 @@ SELECT is(wf_tap.err(format($$UPDATE workflow.workflow_steps SET priority = 7
     'ok', 'an UPDATE of a step that leaves its status alone passes');
 SELECT is(wf_tap.err(format($$DELETE FROM workflow.job_queue WHERE id = %L$$, wf_tap.fx('p.new'))),
     'ok', 'a DELETE of a plain job passes');
+
+-- ---------------------------------------------------------------------------
+-- The allowance codes (1.9): 23505 workflow.execution_allowance_conflict,
+-- 55000 workflow.execution_allowance_ineligible, and the bad-input and
+-- wrong-state codes increase_execution_allowance shares.
+SELECT workflow.start_run('{"limits": {"node_execution_cap": 1}, "steps": [
+    {"key": "a", "job_type": "errors.cap"}, {"key": "b", "job_type": "errors.cap"}]}') AS capped \gset
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "errors.nocap"}]}') AS uncapped \gset
+SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 2, 3)', :'capped')),
+    '23505 workflow.execution_allowance_conflict', 'an increase from a cap that is not in force');
+SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 1, 2)', :'uncapped')),
+    '55000 workflow.execution_allowance_ineligible', 'an increase for a run without node_execution_cap');
+SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 1, 1)', :'capped')),
+    '22023 job.invalid_argument', 'an increase whose target is not above the expected cap');
+SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 1, 2)',
+        '00000000-0000-7000-8000-000000000000')),
+    'P0002 workflow.run_not_found', 'an increase for a run that does not exist');
+SELECT is(wf_tap.err(format('SELECT workflow.cancel_run(%L)', :'capped')), 'ok', 'the capped run is canceled');
+SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 1, 2)', :'capped')),
+    '55000 workflow.run_already_terminal', 'an increase for a finished run');
+SELECT is(wf_tap.err($$SELECT workflow.start_run('{"limits": {"concurrency_cap": 0},
+    "steps": [{"key": "a", "job_type": "errors.cap"}]}')$$),
+    '22023 workflow.invalid_definition', 'a definition with a bad limit');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(451);
+SELECT plan(457);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -146,6 +146,8 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('resume_run', ARRAY['uuid', 'uuid'], false, false, false, true),
     ('retire_run', ARRAY['uuid', 'text', 'uuid'], false, false, false, true),
     ('retry_run', ARRAY['uuid', 'uuid'], false, false, false, true),
+    ('increase_execution_allowance', ARRAY['uuid', 'integer', 'integer', 'uuid'],
+     false, false, false, true),
     -- all four
     ('uuid_v7', ARRAY[]::name[], true, true, true, true),
     ('my_organizations', ARRAY[]::name[], true, true, true, true),
@@ -169,13 +171,14 @@ SELECT functions_are('workflow', ARRAY[
     '_workflow_events_guard', 'complete_and_claim', 'send_event', 'fire_timers',
     '_run_moves', 'job_inputs', 'start_workflow', 'register_workflow',
     'unregister_workflow', 'compensate_run', 'resume_run', 'retire_run',
-    'retry_run', 'job_step_key', 'maintenance_passes']::name[],
-    'schema workflow holds the 42 functions listed here, and no other');
+    'retry_run', 'job_step_key', 'maintenance_passes',
+    'increase_execution_allowance']::name[],
+    'schema workflow holds the 43 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 42,
-          'schema workflow holds 42 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 43,
+          'schema workflow holds 43 functions (no overloads besides the list)');
 
--- 42 functions x 4 roles
+-- 43 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -192,7 +195,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 42 functions x PUBLIC
+-- 43 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -249,6 +252,7 @@ $$, $$ VALUES
     ('resume_run', 'workflow_admin', 'EXECUTE', false),
     ('retire_run', 'workflow_admin', 'EXECUTE', false),
     ('retry_run', 'workflow_admin', 'EXECUTE', false),
+    ('increase_execution_allowance', 'workflow_admin', 'EXECUTE', false),
     ('uuid_v7', 'workflow_worker', 'EXECUTE', false),
     ('uuid_v7', 'workflow_client', 'EXECUTE', false),
     ('uuid_v7', 'workflow_reader', 'EXECUTE', false),

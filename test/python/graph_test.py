@@ -42,6 +42,7 @@ STYLES = {
     "SUCCEEDED": ("#a3cfbb", "succeeded"),
     "FAILED": ("#f1aeb5", "failed"),
     "CANCELED": ("#ced4da", "canceled"),
+    "PARKED": ("#f8d7e8", "parked"),
 }
 
 HOSTILE = [
@@ -253,9 +254,21 @@ def main():
     statuses = {r[0] for r in conn.execute(
         "SELECT status::text FROM workflow.workflow_steps WHERE workflow_run_id = %s",
         [every]).fetchall()}
-    check("the run has a step in every status", statuses == set(STYLES), repr(statuses))
+    check("the run has a step in every status", statuses == set(STYLES) - {"PARKED"},
+          repr(statuses))
     guarded(check_dot, conn, every, "every status")
     guarded(check_mermaid, conn, every, "every status")
+
+    # a parked step (1.9): a run whose one execution is taken
+    parked = start(conn, {"name": "parked", "limits": {"node_execution_cap": 1}, "steps": [
+        {"key": "first", "job_type": "py.first"},
+        {"key": "second", "job_type": "py.second"}]})
+    statuses = {r[0] for r in conn.execute(
+        "SELECT status::text FROM workflow.workflow_steps WHERE workflow_run_id = %s",
+        [parked]).fetchall()}
+    check("the capped run has a parked step", statuses == {"ENQUEUED", "PARKED"}, repr(statuses))
+    guarded(check_dot, conn, parked, "a parked step")
+    guarded(check_mermaid, conn, parked, "a parked step")
 
     # the same run drawn with the hostile keys of the regress test and more,
     # in a run with edges of both kinds between them
