@@ -25,6 +25,7 @@ OBJS = \
 	src/run_jobs.o \
 	src/admission.o \
 	src/allowance.o \
+	src/deadlines.o \
 	src/compensation.o \
 	src/waits.o \
 	src/status.o \

@@ -1,4 +1,5 @@
--- workflow 1.8 -> 1.9: run limits and compare-and-set allowance increases
+-- workflow 1.8 -> 1.9: run limits, deadlines and compare-and-set allowance
+-- increases
 \echo Use "ALTER EXTENSION workflow UPDATE TO '1.9'" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
@@ -16,7 +17,10 @@ ALTER TYPE workflow.run_status ADD VALUE 'WAITING_FOR_ALLOWANCE';
 -- node_execution_cap bounds executions_used, the jobs of its job steps
 -- (retries of a job are not new executions); concurrency_cap bounds its
 -- active steps; retry_cap has already lowered its steps' max_attempts;
--- cycle_cap is kept for the steps that repeat.  increase_execution_allowance
+-- cycle_cap is kept for the steps that repeat; past deadline_at no job of
+-- the run is claimed, and fire_timers ends the run (deadline_swept: it did,
+-- or found the run finished; status_reason says why the run ended so).
+-- increase_execution_allowance
 -- raises node_execution_cap, leaving evidence in workflow_events.
 -- steps_parked counts the steps waiting for room (status PARKED); a capped
 -- run keeps every counter on its row, never in shards.
@@ -24,6 +28,9 @@ ALTER TYPE workflow.run_status ADD VALUE 'WAITING_FOR_ALLOWANCE';
 -- so that execution_allowance_exhausted is written once per cap.
 
 ALTER TABLE workflow.workflow_runs
+    ADD COLUMN deadline_at timestamptz,
+    ADD COLUMN deadline_swept boolean NOT NULL DEFAULT false,
+    ADD COLUMN status_reason text,
     ADD COLUMN node_execution_cap integer,
     ADD COLUMN concurrency_cap integer,
     ADD COLUMN cycle_cap integer,
@@ -72,6 +79,20 @@ ALTER TABLE workflow.workflow_steps
 CREATE INDEX workflow_steps_parked_idx ON workflow.workflow_steps
     (workflow_run_id, parked_at, id) WHERE parked_at IS NOT NULL;
 
+-- fire_timers: the runs whose deadline passed and that it has not ended
+-- yet, oldest deadline first.  Only the runs with a deadline are in it, and
+-- only their sweep changes deadline_swept, so the updates of other runs
+-- stay HOT.
+CREATE INDEX workflow_runs_deadline_idx ON workflow.workflow_runs (deadline_at, id)
+    WHERE deadline_at IS NOT NULL AND NOT deadline_swept;
+
+-- The deadline of the run, on its steps and their jobs, so that a release
+-- copies it without reading the run, and a claim skips a job whose run is
+-- past its deadline without reading the run: NULL for the runs without
+-- one.  Compensation jobs carry none: undoing a run is not bound by it.
+ALTER TABLE workflow.workflow_steps ADD COLUMN deadline_at timestamptz;
+ALTER TABLE workflow.job_queue ADD COLUMN deadline_at timestamptz;
+
 -- The allowance evidence of a run, newest first, without reading its
 -- whole history.
 CREATE INDEX workflow_events_evidence_idx ON workflow.workflow_events
@@ -118,7 +139,8 @@ steps AS (
     SELECT s.*, r.status AS run_status,
            (s.status = 'CANCELED'
             AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired',
-                                    'workflow.run_compensating'))
+                                    'workflow.run_compensating',
+                                    'workflow.run_deadline_elapsed'))
                AS run_canceled,
            count(e.prerequisite_step_id)::int AS deps_total,
            (count(e.prerequisite_step_id) FILTER (
@@ -201,7 +223,8 @@ jobs AS (
            s.workflow_run_id AS step_run_id, s.status AS step_status,
            (s.status = 'CANCELED'
             AND s.status_reason IN ('workflow.run_canceled', 'workflow.run_retired',
-                                    'workflow.run_compensating'))
+                                    'workflow.run_compensating',
+                                    'workflow.run_deadline_elapsed'))
                AS run_canceled,
            r.status AS run_status, j.compensation
       FROM workflow.job_queue j
@@ -842,4 +865,31 @@ SELECT e.workflow_run_id, NULL, 'execution_allowance_exhausted events of cap ' |
  WHERE e.event_type = 'execution_allowance_exhausted' AND ($1 IS NULL OR e.workflow_run_id = $1)
  GROUP BY e.workflow_run_id, e.detail ->> 'cap'
 HAVING count(*) > 1
+UNION ALL
+-- deadlines: a run's steps and step jobs carry its deadline (compensation
+-- jobs none); a run the sweep is done with has nothing left to start
+SELECT s.workflow_run_id, s.step_key, 'step deadline unlike its run',
+       coalesce(r.deadline_at::text, 'null'), coalesce(s.deadline_at::text, 'null')
+  FROM steps s
+  JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id
+ WHERE s.deadline_at IS DISTINCT FROM r.deadline_at
+UNION ALL
+SELECT j.workflow_run_id, j.step_key, 'job deadline unlike its run',
+       CASE WHEN j.compensation THEN 'null' ELSE coalesce(r.deadline_at::text, 'null') END,
+       coalesce(q.deadline_at::text, 'null')
+  FROM jobs j
+  JOIN workflow.job_queue q ON q.id = j.id
+  JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id
+ WHERE q.deadline_at IS DISTINCT FROM CASE WHEN j.compensation THEN NULL ELSE r.deadline_at END
+UNION ALL
+SELECT r.id, NULL, 'run past its deadline with steps to start', '0',
+       (r.n_waiting + r.n_blocked + r.n_parked)::text
+  FROM runs r
+ WHERE r.deadline_swept AND r.status_reason = 'workflow.run_deadline_elapsed'
+   AND r.n_waiting + r.n_blocked + r.n_parked > 0
+   AND r.status::text NOT LIKE 'COMPENSAT%'
+UNION ALL
+SELECT r.id, NULL, 'run ended by a deadline it does not have', 'a deadline_at', 'null'
+  FROM runs r
+ WHERE r.status_reason = 'workflow.run_deadline_elapsed' AND r.deadline_at IS NULL
 $verify$;

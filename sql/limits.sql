@@ -55,6 +55,14 @@ LANGUAGE sql AS $$
            r.node_execution_cap, r.concurrency_cap
       FROM workflow.workflow_runs r WHERE r.id = run
 $$;
+-- pass_deadline(run): the run's deadline moves one second into the past,
+-- on the run, its steps and their jobs alike
+CREATE FUNCTION pg_temp.pass_deadline(run uuid) RETURNS void LANGUAGE sql AS $$
+    UPDATE workflow.workflow_runs SET deadline_at = now() - interval '1 second' WHERE id = run;
+    UPDATE workflow.workflow_steps SET deadline_at = now() - interval '1 second' WHERE workflow_run_id = run;
+    UPDATE workflow.job_queue SET deadline_at = now() - interval '1 second'
+     WHERE workflow_run_id = run AND NOT compensation;
+$$;
 -- fan(n): a root and n job steps that depend on it
 CREATE FUNCTION pg_temp.fan(n integer, limits jsonb) RETURNS jsonb LANGUAGE sql AS $$
     SELECT jsonb_build_object('limits', limits, 'steps',
@@ -71,6 +79,9 @@ SELECT pg_temp.def_error(l) FROM (VALUES
     ('{"node_execution_cap": "3"}'), ('{"concurrency_cap": -1}'), ('{"cycle_cap": 0}'),
     ('{"retry_cap": -1}'), ('{"retry_cap": 2147483648}'),
     ('{"node_execution_cap": 2, "concurrency_cap": 3}'), ('{"max_runs": 1}'),
+    ('{"deadline_seconds": -1}'), ('{"deadline_seconds": 315360001}'),
+    ('{"deadline_at": "soon"}'), ('{"deadline_at": 5}'),
+    ('{"deadline_at": "2030-01-01T00:00:00Z", "deadline_seconds": 60}'),
     ('{"deadline_seconds": 60}'), ('{"deadline_at": "2030-01-01T00:00:00Z"}'),
     ('{}'), ('{"retry_cap": 0, "cycle_cap": 1, "concurrency_cap": 2, "node_execution_cap": 2}'),
     ('null')) v(l);
@@ -203,7 +214,74 @@ SELECT count(*) AS still_parked_at FROM workflow.workflow_steps
  WHERE workflow_run_id = :'cx' AND parked_at IS NOT NULL;
 SELECT * FROM workflow.verify(:'cx');
 
--- 8. Root steps at the start: the caps hold from the first statement; a
+-- 8. Deadlines.  A run past its deadline has no job claimed; fire_timers
+-- cancels what has not started, lets a running job finish (its dependents
+-- are canceled, nothing more is released), records run_deadline_elapsed
+-- once and ends the run COMPLETED_WITH_ERRORS with that status_reason.
+SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [
+    {"key": "busy", "job_type": "lim.d1"}, {"key": "idle", "job_type": "lim.d2"},
+    {"key": "after", "job_type": "lim.d3", "depends_on": ["busy"]},
+    {"key": "ask", "kind": "external"}, {"key": "nap", "kind": "sleep", "seconds": 600}]}') AS dl \gset
+SELECT deadline_at - created_at AS deadline_after FROM workflow.workflow_runs WHERE id = :'dl';
+SELECT count(*) AS jobs_with_the_deadline FROM workflow.job_queue j
+  JOIN workflow.workflow_runs r ON r.id = j.workflow_run_id
+ WHERE r.id = :'dl' AND j.deadline_at = r.deadline_at;
+SELECT id AS dj, lease_token AS dt FROM workflow.claim('w', ARRAY['lim.d1']) \gset
+-- the deadline passes (moved into the past by hand)
+SELECT pg_temp.pass_deadline(:'dl');
+SELECT count(*) AS claimed_past_deadline FROM workflow.claim('w', ARRAY['lim.d2']);
+SELECT workflow.fire_timers() AS fired;
+SELECT step_key, status, status_reason FROM workflow.workflow_steps
+ WHERE workflow_run_id = :'dl' ORDER BY step_key;
+SELECT status, status_reason, deadline_swept FROM workflow.workflow_runs WHERE id = :'dl';
+-- the running job finishes; nothing is released after it
+SELECT workflow.complete_job(:'dj', :'dt', '{"late": true}');
+SELECT step_key, status FROM workflow.workflow_steps
+ WHERE workflow_run_id = :'dl' AND step_key IN ('busy', 'after') ORDER BY step_key;
+SELECT status, status_reason, finished_at IS NOT NULL AS finished FROM workflow.workflow_runs WHERE id = :'dl';
+-- a second sweep writes nothing more
+SELECT workflow.fire_timers() AS fired_again;
+SELECT event_type, detail ? 'deadline_at' AND detail ? 'observed_at' AS detail_ok
+  FROM workflow.run_history(:'dl') WHERE event_type = 'run_deadline_elapsed';
+SELECT * FROM workflow.verify(:'dl');
+-- a start with a deadline already past is accepted and ends at the first sweep
+SELECT workflow.start_run('{"limits": {"deadline_at": "2000-01-01T00:00:00Z"}, "steps": [
+    {"key": "a", "job_type": "lim.past"}]}') AS past \gset
+SELECT count(*) AS claimed FROM workflow.claim('w', ARRAY['lim.past']);
+SELECT workflow.fire_timers() AS fired;
+SELECT status, status_reason FROM workflow.workflow_runs WHERE id = :'past';
+-- a running job retried after the sweep is not claimed again: the next
+-- sweep cancels it, and only then is the run done with
+SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [
+    {"key": "a", "job_type": "lim.retry", "max_attempts": 3}]}') AS rt \gset
+SELECT id AS rj, lease_token AS rtk FROM workflow.claim('w', ARRAY['lim.retry']) \gset
+SELECT pg_temp.pass_deadline(:'rt');
+SELECT workflow.fire_timers() AS fired;
+SELECT status, deadline_swept FROM workflow.workflow_runs WHERE id = :'rt';
+SELECT workflow.fail_job(:'rj', :'rtk', 'lim.flaky', 'try again', true);
+SELECT count(*) AS claimed FROM workflow.claim('w', ARRAY['lim.retry']);
+SELECT workflow.fire_timers() AS fired;
+SELECT s.status, s.status_reason, j.status AS job_status, r.status AS run_status, r.deadline_swept
+  FROM workflow.workflow_steps s JOIN workflow.job_queue j ON j.id = s.job_id
+  JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id WHERE r.id = :'rt';
+SELECT * FROM workflow.verify(:'rt');
+-- retry_run of a run its deadline ended: its failed part is reset, and the
+-- next sweep ends it again
+SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [
+    {"key": "a", "job_type": "lim.rr", "max_attempts": 1}, {"key": "b", "job_type": "lim.rr2"}]}') AS rr \gset
+SELECT id AS rrj, lease_token AS rrt FROM workflow.claim('w', ARRAY['lim.rr']) \gset
+SELECT workflow.fail_job(:'rrj', :'rrt', 'lim.no', 'no', false);
+SELECT pg_temp.pass_deadline(:'rr');
+SELECT workflow.fire_timers() AS fired;
+SELECT status, status_reason FROM workflow.workflow_runs WHERE id = :'rr';
+SELECT workflow.retry_run(:'rr');
+SELECT status, status_reason, deadline_swept FROM workflow.workflow_runs WHERE id = :'rr';
+SELECT workflow.fire_timers() AS fired;
+SELECT step_key, status, status_reason FROM workflow.workflow_steps WHERE workflow_run_id = :'rr' ORDER BY 1;
+SELECT status, status_reason FROM workflow.workflow_runs WHERE id = :'rr';
+SELECT * FROM workflow.verify(:'rr');
+
+-- 9. Root steps at the start: the caps hold from the first statement; a
 -- start whose roots use up the allowance records its exhaustion at once.
 SELECT workflow.start_run('{"limits": {"node_execution_cap": 2}, "steps": [
     {"key": "r1", "job_type": "lim.s"}, {"key": "r2", "job_type": "lim.s"},

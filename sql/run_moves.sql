@@ -146,6 +146,8 @@ END $$;
 --   fail_job: a job of type rm.<tag> claimed and failed for good
 --   fail_external: complete_external_step(run, 'x', 'FAILED')
 --   increase_execution_allowance: from 1 to 2
+--   claim_job: a job of type rm.<tag> claimed, left running
+--   deadline: the run's deadline moved into the past, then fire_timers()
 CREATE FUNCTION pg_temp.apply(run uuid, op text, tag text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     j record;
@@ -198,6 +200,16 @@ BEGIN
     WHEN 'increase_execution_allowance' THEN
         n := workflow.increase_execution_allowance(run, 1, 2);
         note := ' (cap ' || n || ')';
+    WHEN 'claim_job' THEN
+        PERFORM workflow.claim('rm-worker', ARRAY['rm.' || tag]);
+    WHEN 'deadline' THEN
+        UPDATE workflow.workflow_runs SET deadline_at = now() - interval '1 second' WHERE id = run;
+        UPDATE workflow.workflow_steps SET deadline_at = now() - interval '1 second'
+         WHERE workflow_run_id = run;
+        UPDATE workflow.job_queue SET deadline_at = now() - interval '1 second'
+         WHERE workflow_run_id = run AND NOT compensation;
+        n := workflow.fire_timers();
+        note := ' (swept ' || n || ')';
     END CASE;
     RETURN (SELECT status::text FROM workflow.workflow_runs WHERE id = run) || note;
 EXCEPTION WHEN OTHERS THEN
@@ -360,6 +372,30 @@ INSERT INTO moves (label, def, prepare, op) VALUES
   ('retried, the job parked', '{"limits": {"node_execution_cap": 1},
        "steps": [{"key": "j", "job_type": "rm.@", "max_attempts": 1}]}',
    'SELECT pg_temp.apply($1, ''fail_job'', ''@'')', 'retry_run');
+-- ended by the deadline, from each live status; a blocked run with a job
+-- still running goes on RUNNING until it ends
+INSERT INTO moves (label, def, prepare, op) VALUES
+  ('the deadline ends a running run', '{"limits": {"deadline_seconds": 3600},
+       "steps": [{"key": "j", "job_type": "rm.@"}]}', NULL, 'deadline'),
+  ('the deadline ends a waiting run', '{"limits": {"deadline_seconds": 3600},
+       "steps": [{"key": "x", "kind": "external"}]}', NULL, 'deadline'),
+  ('the deadline ends a run waiting for allowance', '{"limits": {"deadline_seconds": 3600, "node_execution_cap": 1},
+       "steps": [{"key": "j", "job_type": "rm.@"}, {"key": "k", "job_type": "rm.@", "depends_on": ["j"]}]}',
+   'SELECT pg_temp.apply($1, ''complete_job'', ''@'')', 'deadline');
+INSERT INTO moves (label, def, prepare, op, pinned)
+SELECT format(v.label, kinds.kind), v.def::jsonb, replace(v.prepare, '%s', kinds.kind), 'deadline', true
+  FROM kinds CROSS JOIN (VALUES
+  (1, 'the deadline ends a blocked run (%s)',
+   '{"limits": {"deadline_seconds": 3600},
+     "steps": [{"key": "x", "kind": "external"}, {"key": "k", "job_type": "rm.@", "depends_on": ["x"]}]}',
+   'SELECT pg_temp.pin($1, ''%s''); SELECT workflow.complete_external_step($1, ''x'', ''SUCCEEDED'')'),
+  (2, 'the deadline leaves a blocked run a running job (%s)',
+   '{"limits": {"deadline_seconds": 3600},
+     "steps": [{"key": "r", "job_type": "rm.@"}, {"key": "x", "kind": "external"},
+               {"key": "k", "job_type": "rm.@", "depends_on": ["x"]}]}',
+   'SELECT pg_temp.apply($1, ''claim_job'', ''@''); SELECT pg_temp.pin($1, ''%s'');
+    SELECT workflow.complete_external_step($1, ''x'', ''SUCCEEDED'')')) v(o, label, def, prepare)
+ ORDER BY v.o, kinds.k;
 -- resumed into a wait for allowance: the held step parks
 INSERT INTO moves (label, def, prepare, op, pinned)
 SELECT format('resumed, the job parked (%s)', kinds.kind),
@@ -429,6 +465,7 @@ WITH raw AS (
            CASE WHEN op IN ('cancel_run', 'start_run', 'retire_run', 'resume_run', 'retry_run', 'compensate_run',
                             'increase_execution_allowance')
                 THEN op
+                WHEN op = 'deadline' THEN 'run deadline'
                 WHEN coalesce(from_status, '') <> 'COMPENSATING'
                  AND to_status IN ('COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')
                 THEN 'compensate_on failure'
@@ -461,13 +498,15 @@ SELECT t.* FROM workflow._run_moves() t
  ORDER BY 1, 2, 3;
 -- no move out of a finished status but COMPLETED_WITH_ERRORS's, by
 -- retry_run and compensate_run; none into RUNNING or WAITING_FOR_EXTERNAL
--- but between the two, from start_run, resume_run, retry_run and
--- increase_execution_allowance
+-- but between the two, from start_run, resume_run, retry_run,
+-- increase_execution_allowance and (out of a blocked status, with a job
+-- still running) the run deadline
 SELECT * FROM workflow._run_moves()
  WHERE (from_status IN ('SUCCEEDED', 'CANCELED', 'RETIRED_UNRESUMABLE', 'COMPENSATED', 'COMPENSATION_FAILED')
         OR (from_status = 'COMPLETED_WITH_ERRORS' AND call NOT IN ('retry_run', 'compensate_run'))
         OR (to_status IN ('RUNNING', 'WAITING_FOR_EXTERNAL')
-            AND call NOT IN ('start_run', 'resume_run', 'retry_run', 'increase_execution_allowance')
+            AND call NOT IN ('start_run', 'resume_run', 'retry_run', 'increase_execution_allowance',
+                             'run deadline')
             AND from_status NOT IN ('RUNNING', 'WAITING_FOR_EXTERNAL')))
    AND to_status <> from_status
  ORDER BY 1, 2, 3;

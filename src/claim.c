@@ -9,6 +9,9 @@
  * planned generically with the batch size written out as the LIMIT; a
  * backend keeps the plans of its last few batch sizes per combination.
  * The result rows are built by column name from the result row type.
+ * A job whose run is past its deadline (job_queue.deadline_at, copied from
+ * the run when the job was made) is never claimed: fire_timers ends the
+ * run (deadlines.c).
  *
  * Locks: the claimed job rows, FOR NO KEY UPDATE SKIP LOCKED, in claim
  * order (a claim of several types may lock rows beyond the batch, which
@@ -168,6 +171,8 @@ ClaimLocking(int types_mode, const char *filters, const char *limit)
 						" FROM workflow.job_queue j"
 						" WHERE j.status" OP("=") "'QUEUED'"
 						" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
+						" AND (j.deadline_at IS NULL"
+						"  OR j.deadline_at" OP(">") "pg_catalog.statement_timestamp())"
 						" AND j.job_type" OP("=") "t.t%s"
 						" ORDER BY j.priority DESC, j.run_at, j.id"
 						" LIMIT %s FOR NO KEY UPDATE SKIP LOCKED) AS j"
@@ -178,6 +183,8 @@ ClaimLocking(int types_mode, const char *filters, const char *limit)
 					"SELECT j.ctid AS tid FROM workflow.job_queue j"
 					" WHERE j.status" OP("=") "'QUEUED'"
 					" AND j.run_at" OP("<=") "pg_catalog.statement_timestamp()"
+					" AND (j.deadline_at IS NULL"
+					"  OR j.deadline_at" OP(">") "pg_catalog.statement_timestamp())"
 					"%s%s"
 					" ORDER BY j.priority DESC, j.run_at, j.id"
 					" LIMIT %s FOR NO KEY UPDATE SKIP LOCKED",

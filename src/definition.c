@@ -381,7 +381,7 @@ ParseJobType(JsonbContainer *obj, WfStepDef *step)
  * refuses what it cannot read, and infinity, with the definition's error.
  */
 static TimestampTz
-TimestampValue(JsonbValue *v, const char *what, const char *step)
+TimestampValue(JsonbValue *v, const char *what, const char *where)
 {
 	char	   *str;
 	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
@@ -396,8 +396,8 @@ TimestampValue(JsonbValue *v, const char *what, const char *step)
 	int			dterr;
 
 	if (v->type != jbvString)
-		wf_invalid_definition("step \"%s\": %s must be a timestamp string, not %s",
-							  step, what, JsonTypeName(v));
+		wf_invalid_definition("%s: %s must be a timestamp string, not %s",
+							  where, what, JsonTypeName(v));
 	str = StringValue(v);
 	dterr = strlen(str) >= MAXDATELEN ? DTERR_BAD_FORMAT :
 		ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
@@ -407,8 +407,8 @@ TimestampValue(JsonbValue *v, const char *what, const char *step)
 	if (dterr != 0 || dtype != DTK_DATE ||
 		tm2timestamp(&tt, fsec, &tz, &result) != 0 ||
 		!IS_VALID_TIMESTAMP(result))
-		wf_invalid_definition("step \"%s\": %s must be a finite timestamp with time zone, not \"%s\"",
-							  step, what, str);
+		wf_invalid_definition("%s: %s must be a finite timestamp with time zone, not \"%s\"",
+							  where, what, str);
 	return result;
 }
 
@@ -427,7 +427,8 @@ ParseSleep(JsonbContainer *obj, WfStepDef *step)
 									   "seconds", step->key);
 	else
 	{
-		step->sleep_until = TimestampValue(until, "until", step->key);
+		step->sleep_until = TimestampValue(until, "until",
+										   psprintf("step \"%s\"", step->key));
 		step->has_sleep_until = true;
 	}
 }
@@ -718,6 +719,7 @@ ParseTopLevel(JsonbContainer *root, WfDefinition *def)
 	}
 
 	def->limits.retry_cap = -1;
+	def->limits.deadline_seconds = -1;
 	v = GetKey(root, "limits");
 	if (v != NULL && v->type != jbvNull)
 		ParseLimits(v, &def->limits);
@@ -766,24 +768,44 @@ LimitValue(JsonbContainer *limits, const char *key, int32 min)
 
 /*
  * ParseLimits reads the definition's "limits", checked whole: known keys,
- * each in its range, and concurrency_cap within node_execution_cap.
- * Deadlines are not part of this version.
+ * each in its range, at most one deadline, and concurrency_cap within
+ * node_execution_cap.
  */
 static void
 ParseLimits(JsonbValue *v, WfLimits *limits)
 {
-	static const char *const limit_keys[] = {"node_execution_cap",
-	"concurrency_cap", "cycle_cap", "retry_cap", NULL};
+	static const char *const limit_keys[] = {"deadline_at",
+		"deadline_seconds", "node_execution_cap", "concurrency_cap",
+	"cycle_cap", "retry_cap", NULL};
 	JsonbContainer *obj;
+	JsonbValue *at;
+	JsonbValue *seconds;
 
 	if (!IsObject(v))
 		wf_invalid_definition("limits must be an object, not %s",
 							  JsonTypeName(v));
 	obj = v->val.binary.data;
-	if (GetKey(obj, "deadline_at") != NULL ||
-		GetKey(obj, "deadline_seconds") != NULL)
-		wf_invalid_definition("limits: deadline_at and deadline_seconds are not supported in this version");
 	CheckKeys(obj, limit_keys, "limits");
+	at = GetKey(obj, "deadline_at");
+	seconds = GetKey(obj, "deadline_seconds");
+	if (at != NULL && at->type == jbvNull)
+		at = NULL;
+	if (seconds != NULL && seconds->type == jbvNull)
+		seconds = NULL;
+	if (at != NULL && seconds != NULL)
+		wf_invalid_definition("limits: give deadline_at or deadline_seconds, not both");
+	if (at != NULL)
+	{
+		limits->has_deadline_at = true;
+		limits->deadline_at = TimestampValue(at, "deadline_at", "limits");
+	}
+	if (seconds != NULL)
+	{
+		limits->deadline_seconds = LimitValue(obj, "deadline_seconds", 0);
+		if (limits->deadline_seconds > WF_MAX_WAIT_SECONDS)
+			wf_invalid_definition("limits.deadline_seconds must be an integer between 0 and %d, not %d",
+								  WF_MAX_WAIT_SECONDS, limits->deadline_seconds);
+	}
 	limits->node_execution_cap = LimitValue(obj, "node_execution_cap", 1);
 	limits->concurrency_cap = LimitValue(obj, "concurrency_cap", 1);
 	limits->cycle_cap = LimitValue(obj, "cycle_cap", 1);

@@ -70,6 +70,7 @@
 #define WF_REASON_RUN_CANCELED				"workflow.run_canceled"
 #define WF_REASON_RUN_RETIRED				"workflow.run_retired"
 #define WF_REASON_RUN_COMPENSATING			"workflow.run_compensating"
+#define WF_REASON_RUN_DEADLINE_ELAPSED		"workflow.run_deadline_elapsed"
 #define WF_REASON_NO_COMPENSATION			"workflow.no_compensation"
 #define WF_REASON_LEASE_EXPIRED				"job.lease_expired"
 #define WF_REASON_EVENT_TIMEOUT				"workflow.event_timeout"

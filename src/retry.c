@@ -47,6 +47,29 @@ static Datum RetryRun(PG_FUNCTION_ARGS);
 static int	LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps);
 static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n);
 static void ClearShardedOutcomes(const pg_uuid_t *run_id);
+static void RearmDeadline(const pg_uuid_t *run_id);
+
+/*
+ * RearmDeadline makes a retried run live again for the deadline sweep (a
+ * run it ended, retried past its deadline, is ended again by the next
+ * sweep: its new jobs cannot be claimed), and forgets why it ended.  The
+ * run row is ours already (status.c wrote its counters).
+ */
+static void
+RearmDeadline(const pg_uuid_t *run_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"UPDATE workflow.workflow_runs SET deadline_swept = false,"
+		" status_reason = NULL"
+		" WHERE id" OP("=") "$1"
+		" AND (deadline_swept OR status_reason IS NOT NULL)";
+	static const Oid types[1] = {UUIDOID};
+	Datum		values[1];
+
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
+}
 
 /*
  * LockStepsToReset locks, in ascending id, the run's FAILED steps and the
@@ -233,6 +256,7 @@ RetryRun(PG_FUNCTION_ARGS)
 	WfReleaseSteps(ready, nready);
 	WfFinishPending();
 	ClearShardedOutcomes(run_id);
+	RearmDeadline(run_id);
 
 	status = WfFindRun(run_id, NULL);
 	PG_RETURN_DATUM(WfRunStatusResult(fcinfo, status));

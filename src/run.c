@@ -24,6 +24,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -106,6 +107,10 @@ typedef struct NewRun
 	int32		run_count[3];
 	int32	   *shard_count[3];
 	int32	   *shard_executions;	/* per shard 1.., the root jobs */
+
+	/* the run's deadline, on the run, its steps and their jobs */
+	bool		has_deadline;
+	TimestampTz deadline;
 } NewRun;
 
 static Datum TextOrNull(const char *s, bool *isnull);
@@ -126,6 +131,7 @@ static bool AllowanceExhaustedAtStart(NewRun *run);
 static void LimitColumns(NewRun *run, Datum *values, char *nulls);
 static void RecordExhaustedAtStart(NewRun *run);
 static void WakeRootSleeps(NewRun *run);
+static void RunDeadline(NewRun *run);
 static void InsertRun(WfDefinition *def, Jsonb *definition,
 					  pg_uuid_t *run_id, const RunStart *start);
 static void CheckStartArguments(FunctionCallInfo fcinfo, int idem_arg,
@@ -381,10 +387,11 @@ InsertRunRow(NewRun *run)
 		" steps_total, steps_active, steps_waiting, steps_blocked,"
 		" counter_shards, history_gap, input, workflow_name, workflow_version,"
 		" workflow_signature, node_execution_cap, concurrency_cap, cycle_cap,"
-		" retry_cap, executions_used, steps_parked, allowance_exhausted_cap)"
+		" retry_cap, executions_used, steps_parked, allowance_exhausted_cap,"
+		" deadline_at)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
 		" $10, $11, $12, NOT $14, $15, $16, $17, $18, $19, $20, $21, $22,"
-		" $23, $24, $25)"
+		" $23, $24, $25, $26)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
 		" RETURNING id),"
@@ -392,15 +399,15 @@ InsertRunRow(NewRun *run)
 		" SELECT r.id, NULL, 'run_started', $13::pg_catalog.jsonb FROM r"
 		"  WHERE $14)"
 		" SELECT r.id FROM r";
-	static const Oid run_types[25] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+	static const Oid run_types[26] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
 		INT4OID, INT2OID, TEXTOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID,
 		TEXTOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
-	INT4OID};
+	INT4OID, TIMESTAMPTZOID};
 	WfDefinition *def = run->def;
 	const RunStart *start = run->start;
-	Datum		values[25];
-	char		nulls[25];
+	Datum		values[26];
+	char		nulls[26];
 	bool		isnull;
 	const char *run_status;
 	StringInfoData detail;
@@ -440,7 +447,9 @@ InsertRunRow(NewRun *run)
 	values[17] = TextOrNull(start->signature, &isnull);
 	nulls[17] = isnull ? 'n' : ' ';
 	LimitColumns(run, values + 18, nulls + 18);
-	WfExecute(&run_plan, run_sql, 25, run_types, values, nulls, false, 0);
+	values[25] = TimestampTzGetDatum(run->deadline);
+	nulls[25] = run->has_deadline ? ' ' : 'n';
+	WfExecute(&run_plan, run_sql, 26, run_types, values, nulls, false, 0);
 	return SPI_processed > 0;
 }
 
@@ -611,7 +620,7 @@ InsertSteps(NewRun *run)
 		" released_at, dependency_count_total, dependency_count_pending,"
 		" counter_shard, history_gap, event_name, sleep_seconds, sleep_until,"
 		" wait_timeout_seconds, start_after_seconds, wake_at, pinned, capped,"
-		" parked_at)"
+		" parked_at, deadline_at)"
 		" SELECT u.id, $1, u.step_key, u.kind::workflow.execution_kind,"
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
@@ -626,7 +635,8 @@ InsertSteps(NewRun *run)
 		"  THEN pg_catalog.statement_timestamp()"
 		"   " OP("+") "pg_catalog.make_interval(secs => u.wait_timeout) END,"
 		" $22, u.capped,"
-		" CASE WHEN u.status" OP("=") "'PARKED' THEN pg_catalog.statement_timestamp() END"
+		" CASE WHEN u.status" OP("=") "'PARKED' THEN pg_catalog.statement_timestamp() END,"
+		" $24"
 		" FROM ROWS FROM (pg_catalog.unnest($3::pg_catalog.uuid[]),"
 		" pg_catalog.unnest($4::pg_catalog.text[]),"
 		" pg_catalog.unnest($5::pg_catalog.text[]),"
@@ -663,14 +673,15 @@ InsertSteps(NewRun *run)
 		"  " OP("=") "(s.status::pg_catalog.text" OP("=") "'PARKED')"
 		" AND (v.event_type" OP("<>") "'step_sleeping'"
 		"  OR s.status::pg_catalog.text" OP("=") "'SLEEPING')";
-	static const Oid steps_types[23] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+	static const Oid steps_types[24] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
 		INT4ARRAYOID, INT2ARRAYOID, BOOLOID, TEXTARRAYOID, INT4ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID};
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID,
+	TIMESTAMPTZOID};
 	int			n = run->def->nsteps;
-	Datum		values[23];
-	char		nulls[23];
+	Datum		values[24];
+	char		nulls[24];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -701,7 +712,9 @@ InsertSteps(NewRun *run)
 						 INT4OID);
 	values[21] = BoolGetDatum(run->start->name != NULL);
 	values[22] = WfArray(run->capped, NULL, n, BOOLOID);
-	WfExecute(&steps_plan, steps_sql, 23, steps_types, values, nulls, false, 0);
+	values[23] = TimestampTzGetDatum(run->deadline);
+	nulls[23] = run->has_deadline ? ' ' : 'n';
+	WfExecute(&steps_plan, steps_sql, 24, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */
@@ -786,14 +799,14 @@ InsertRootJobs(NewRun *run)
 	static WfDueStatement jobs = {
 		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
 		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
-		" workflow_run_id, workflow_step_id, generation)"
+		" workflow_run_id, workflow_step_id, generation, deadline_at)"
 		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
 		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
 		" CASE WHEN s.start_after_seconds IS NULL"
 		"  THEN pg_catalog.statement_timestamp()"
 		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
 		"   secs => s.start_after_seconds) END,"
-		" s.workflow_run_id, s.id, 0"
+		" s.workflow_run_id, s.id, 0, s.deadline_at"
 		" FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1"
 		" AND s.id" OP("=") "ANY ($2)"};
@@ -833,6 +846,27 @@ WakeRootSleeps(NewRun *run)
 }
 
 /*
+ * RunDeadline works out the run's deadline: deadline_at as given, or
+ * deadline_seconds after the start (the statement's timestamp, as every
+ * time the run is written with).  A deadline already past is accepted: an
+ * idempotent start may come late, and the first sweep ends the run.
+ */
+static void
+RunDeadline(NewRun *run)
+{
+	WfLimits   *limits = &run->def->limits;
+
+	run->has_deadline = limits->has_deadline_at || limits->deadline_seconds >= 0;
+	if (limits->has_deadline_at)
+		run->deadline = limits->deadline_at;
+	else if (limits->deadline_seconds >= 0)
+		run->deadline = GetCurrentStatementStartTimestamp() +
+			(TimestampTz) limits->deadline_seconds * USECS_PER_SEC;
+	else
+		run->deadline = 0;
+}
+
+/*
  * InsertRun writes the run, steps, counter shards, edges and root jobs.
  * Returns with *run_id set to the new run's id, or to the existing run's
  * id when the idempotency key matched a run with the same definition and
@@ -850,6 +884,7 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 	run.start = start;
 
 	WfNewUuidV7(run_id);
+	RunDeadline(&run);
 	NewStepColumns(&run);
 	CountStartingSteps(&run);
 	if (!InsertRunRow(&run))

@@ -44,6 +44,7 @@ static const char *const call_names[] = {
 	[WF_CALL_COMPENSATE_RUN] = "compensate_run",
 	[WF_CALL_COMPENSATE_ON_FAILURE] = "compensate_on failure",
 	[WF_CALL_INCREASE_ALLOWANCE] = "increase_execution_allowance",
+	[WF_CALL_DEADLINE] = "run deadline",
 };
 
 #define BLOCKED_STATUSES(to, call) \
@@ -124,6 +125,16 @@ static const RunMove run_moves[] = {
 	{"WAITING_FOR_ALLOWANCE", "CANCELED", WF_CALL_CANCEL_RUN},
 	{"WAITING_FOR_ALLOWANCE", "RETIRED_UNRESUMABLE", WF_CALL_RETIRE_RUN},
 	{"WAITING_FOR_ALLOWANCE", "COMPENSATING", WF_CALL_COMPENSATE_RUN},
+	/*
+	 * the deadline sweep cancels what has not started; running jobs may
+	 * finish, so a run may stay (or, out of a blocked status, become)
+	 * RUNNING until they do
+	 */
+	{"RUNNING", "COMPLETED_WITH_ERRORS", WF_CALL_DEADLINE},
+	{"WAITING_FOR_EXTERNAL", "COMPLETED_WITH_ERRORS", WF_CALL_DEADLINE},
+	{"WAITING_FOR_ALLOWANCE", "COMPLETED_WITH_ERRORS", WF_CALL_DEADLINE},
+	BLOCKED_STATUSES("COMPLETED_WITH_ERRORS", WF_CALL_DEADLINE),
+	BLOCKED_STATUSES("RUNNING", WF_CALL_DEADLINE),
 };
 
 /* SameStatus compares two statuses, either of which may be NULL. */

@@ -564,7 +564,8 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		counts.active += admitted;
 	}
 	if (WfRunStatusBlocked(old_status) && entry->call != WF_CALL_RESUME_RUN &&
-		entry->call != WF_CALL_COMPENSATE_ON_FAILURE)
+		entry->call != WF_CALL_COMPENSATE_ON_FAILURE &&
+		entry->call != WF_CALL_DEADLINE)
 		return;					/* held until resume_run, or undone */
 
 	if (sharded && counts.active == 0 && counts.waiting == 0 &&

@@ -241,6 +241,7 @@ FireTimers(PG_FUNCTION_ARGS)
 	TimerCursor cursor;
 	uint64		nread;
 	int			fired = 0;
+	int			ended;
 
 	WfRequireReadCommitted();
 	if (PG_ARGISNULL(0))
@@ -253,6 +254,8 @@ FireTimers(PG_FUNCTION_ARGS)
 	memset(&cursor, 0, sizeof(cursor));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/* runs past their deadline first: their timers need not fire */
+	ended = WfSweepDeadlines(batch_size);
 	for (int page = 0; page < WF_TIMER_PAGES && fired == 0; page++)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -261,7 +264,7 @@ FireTimers(PG_FUNCTION_ARGS)
 			break;
 	}
 	SPI_finish();
-	PG_RETURN_INT32(fired);
+	PG_RETURN_INT32(fired + ended);
 }
 
 /*

@@ -201,8 +201,12 @@ typedef enum WfRunCall
 	WF_CALL_RETRY_RUN,
 	WF_CALL_COMPENSATE_RUN,
 	WF_CALL_COMPENSATE_ON_FAILURE,
-	WF_CALL_INCREASE_ALLOWANCE
+	WF_CALL_INCREASE_ALLOWANCE,
+	WF_CALL_DEADLINE
 } WfRunCall;
+
+/* deadlines.c: the deadline sweep of fire_timers */
+extern int	WfSweepDeadlines(int32 batch_size);
 
 /* run_jobs.c: a run's live jobs, and the jobs of released steps */
 extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
@@ -353,9 +357,15 @@ typedef struct WfEdgeDef
 	bool		on_terminal;
 } WfEdgeDef;
 
-/* a definition's "limits"; 0 (retry_cap -1) where not given */
+/*
+ * a definition's "limits"; 0 (retry_cap and deadline_seconds -1) where not
+ * given
+ */
 typedef struct WfLimits
 {
+	bool		has_deadline_at;
+	TimestampTz deadline_at;
+	int32		deadline_seconds;
 	int32		node_execution_cap;
 	int32		concurrency_cap;
 	int32		cycle_cap;
