@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(455);
+SELECT plan(463);
 
 CREATE SCHEMA wf_tap;
 
@@ -179,6 +179,10 @@ VALUES
     ('workflow_runs', 'retry_cap', 'pg_catalog', 'integer'),
     ('workflow_runs', 'executions_used', 'pg_catalog', 'integer'),
     ('workflow_runs', 'steps_parked', 'pg_catalog', 'integer'),
+    ('workflow_runs', 'deadline_at', 'pg_catalog', 'timestamp with time zone'),
+    ('workflow_runs', 'status_reason', 'pg_catalog', 'text'),
+    ('workflow_steps', 'deadline_at', 'pg_catalog', 'timestamp with time zone'),
+    ('job_queue', 'deadline_at', 'pg_catalog', 'timestamp with time zone'),
 
     ('workflow_step_dependencies', 'workflow_run_id', 'pg_catalog', 'uuid'),
     ('workflow_step_dependencies', 'prerequisite_step_id', 'pg_catalog', 'uuid'),
@@ -206,7 +210,7 @@ VALUES
     ('event_inbox', 'consumed_at', 'pg_catalog', 'timestamp with time zone'),
     ('event_inbox', 'consumed_by_step_key', 'pg_catalog', 'text');
 
--- 104 columns: has_column for each, then col_type_is for each.
+-- 108 columns: has_column for each, then col_type_is for each.
 SELECT has_column('workflow', c.table_name, c.column_name,
                   format('workflow.%s has column %s', c.table_name, c.column_name))
   FROM (SELECT * FROM wf_tap.contract_columns ORDER BY n) c;

@@ -314,8 +314,8 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 95, column 186, comment 26, config_dump 11, constraint 15, enum 5, extension 1, '
-          'function 43, index 30, init_privs 59, member 63, policy 9, relation 45, rule 4, '
+          'acl 95, column 191, comment 26, config_dump 11, constraint 15, enum 5, extension 1, '
+          'function 43, index 31, init_privs 59, member 63, policy 9, relation 46, rule 4, '
           'schema 1, sequence 2, trigger 6, type 36',
           'the fresh description: so many facts of each kind');
 
