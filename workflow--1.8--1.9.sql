@@ -202,6 +202,8 @@ runs AS (
                    (count(s.id) FILTER (WHERE s.status = 'WAITING_FOR_EXTERNAL'))::int AS n_waiting,
                    (count(s.id) FILTER (WHERE s.status = 'BLOCKED'))::int AS n_blocked,
                    (count(s.id) FILTER (WHERE s.status::text = 'PARKED'))::int AS n_parked,
+                   (count(s.id) FILTER (WHERE s.status IN ('ENQUEUED', 'RUNNING')))::int
+                       AS n_active_jobs,
                    (count(s.id) FILTER (WHERE s.status::text IN ('SUCCEEDED', 'COMPENSATING', 'COMPENSATED', 'COMPENSATION_FAILED')))::int AS n_succeeded,
                    (count(s.id) FILTER (WHERE s.status::text = 'COMPENSATING'))::int AS n_compensating,
                    (count(s.id) FILTER (WHERE s.status::text = 'COMPENSATION_FAILED'))::int
@@ -784,10 +786,11 @@ SELECT s.workflow_run_id, s.step_key, 'parked step with a job or not ready',
    AND (s.job_id IS NOT NULL OR s.deps_pending > 0 OR s.deps_unsatisfied > 0
         OR s.released_at IS NULL)
 UNION ALL
-SELECT r.id, NULL, 'active steps above concurrency_cap', r.concurrency_cap::text,
-       r.n_active::text
+-- (a sleeping step is never parked: it takes a place, but may go beyond)
+SELECT r.id, NULL, 'active job steps above concurrency_cap', r.concurrency_cap::text,
+       r.n_active_jobs::text
   FROM runs r
- WHERE r.n_active > r.concurrency_cap
+ WHERE r.n_active_jobs > r.concurrency_cap
 UNION ALL
 SELECT r.id, NULL, 'executions above node_execution_cap', r.node_execution_cap::text,
        r.executions_used::text

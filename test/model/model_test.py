@@ -120,6 +120,22 @@ Three blocks of examples:
               other runs get the full check, given which cancel_job calls
               won their race.
 
+Limits (concurrent and cancel blocks).  One DAG in three carries "limits":
+a concurrency_cap of 1 to 3, a node_execution_cap below its number of job
+steps, a retry_cap of 0 to 2 (the reference model then gives each job step
+at most retry_cap + 1 attempts; the definition keeps the step's own
+max_attempts, so the engine must lower it), each or none.  An allowance
+thread samples each such run on one snapshot (never more job steps
+ENQUEUED or RUNNING than concurrency_cap, never more executions than
+node_execution_cap) and raises node_execution_cap by 1 to 3 whenever the
+run is WAITING_FOR_ALLOWANCE, and now and then while it runs, sometimes
+repeating the increase (it must return the same cap and write nothing) or
+asking first with a stale cap (workflow.execution_allowance_conflict).  The
+final state is the reference model's, as without limits; the history holds
+one execution_allowance_increased per increase, chained from cap to cap,
+each cap's execution_allowance_exhausted at most once, and at most one
+step_parked per job step; verify() checks executions_used against the jobs.
+
 Events and timers, at the end of every run.  Each step has the fields its
 definition gave (execution_kind, event_name, sleep_seconds, sleep_until,
 wait_timeout_seconds, start_after_seconds) and no wake time once finished.
@@ -322,10 +338,11 @@ TERMINAL_EVENTS = {"step_succeeded": "SUCCEEDED", "step_failed": "FAILED",
 # the terminal events whose detail carries the step's error code
 CODED_EVENTS = ("step_failed", "step_canceled", "external_completed")
 STEP_EVENTS = ("step_released", "step_started", "step_retried", "step_lease_expired",
-               "step_returned", "step_sleeping") + tuple(TERMINAL_EVENTS) + (
+               "step_returned", "step_sleeping", "step_parked") + tuple(TERMINAL_EVENTS) + (
                "step_reset", "step_compensating", "step_compensated", "step_compensation_failed")
+ALLOWANCE_EVENTS = ("execution_allowance_exhausted", "execution_allowance_increased")
 RUN_EVENTS = ("run_started", "run_status_changed", "run_canceled", "event_received",
-              "compensation_started", "run_retried")
+              "compensation_started", "run_retried") + ALLOWANCE_EVENTS
 EVENT_TIMEOUT = "workflow.event_timeout"
 # sleep steps' "until": in the past (the step succeeds when released), with
 # and without a zone (no zone: the session's TimeZone), and in the future
@@ -388,6 +405,8 @@ class Step:
     start_after: object = None  # job: start_after_seconds, or None
     comp: tuple = ()     # job or external: (payload given, priority, max_attempts,
                          # outcome "S" | "F" | "FS") of its compensate job
+    declared_attempts: object = None  # the definition's max_attempts when the run's
+                                      # retry_cap lowered it to max_attempts
 
     # event steps: plan "receive" (the first event sent is consumed) or
     # "timeout" (no event before the test moves its wake time: FAILED);
@@ -441,6 +460,13 @@ class Dag:
     steps: tuple
     result_step: object  # index or None
     comp_on_failure: bool = False   # "compensate_on": "failure"
+    # (concurrency_cap, node_execution_cap, retry_cap), each None or a
+    # limit; () for a run without limits
+    limits: tuple = ()
+
+    def cap(self, name):
+        i = ("concurrency_cap", "node_execution_cap", "retry_cap").index(name)
+        return self.limits[i] if self.limits else None
 
     def shares_names(self):
         return any(s.kind == "event" and s.event[0] == SHARED_EVENT for s in self.steps)
@@ -448,7 +474,8 @@ class Dag:
     def describe(self, indent="    "):
         head = f"{len(self.steps)} steps, result_step=" + (
             "none" if self.result_step is None else f"s{self.result_step}") + (
-            ", compensate_on failure" if self.comp_on_failure else "")
+            ", compensate_on failure" if self.comp_on_failure else "") + (
+            f", limits (concurrency, executions, retries) {self.limits}" if self.limits else "")
         return "\n".join([head] + [indent + s.describe() for s in self.steps])
 
 
@@ -663,7 +690,24 @@ def dag_strategy(draw, ntypes, seq=False):
                       for s in steps)
         comp_on_failure = r.random() < 0.35
     result_step = draw(st.one_of(st.none(), st.integers(0, n - 1)))
-    return Dag(steps, result_step, comp_on_failure)
+    limits = ()
+    if not seq and draw(st.integers(0, 2)) == 0:
+        # limits drawn small, so that they bite: a concurrency cap of 1 to
+        # 3, an execution cap below the job steps (the allowance thread
+        # raises it), a retry cap that cuts scripts short
+        njobs = sum(1 for s in steps if s.kind == "job")
+        conc = draw(st.one_of(st.none(), st.integers(1, 3)))
+        execs = draw(st.one_of(st.none(), st.integers(1, max(1, njobs))))
+        retry = draw(st.one_of(st.none(), st.integers(0, 2)))
+        if conc is not None and execs is not None:
+            conc = min(conc, execs)
+        limits = (conc, execs, retry)
+        if retry is not None:
+            steps = tuple(replace(s, declared_attempts=s.max_attempts,
+                                  max_attempts=min(s.max_attempts, retry + 1))
+                          if s.kind == "job" and s.max_attempts > retry + 1 else s
+                          for s in steps)
+    return Dag(steps, result_step, comp_on_failure, limits)
 
 
 def comp_spec(r):
@@ -732,7 +776,8 @@ def definition(dag, name, types=None, comp_type="tc"):
         d = {"key": s.key}
         if s.kind == "job":
             d.update(job_type=types[s.type_index], payload={"i": i}, priority=s.priority,
-                     max_attempts=s.max_attempts, timeout_seconds=s.timeout)
+                     max_attempts=s.declared_attempts or s.max_attempts,
+                     timeout_seconds=s.timeout)
             if s.start_after is not None:
                 d["start_after_seconds"] = s.start_after
         elif s.kind == "sleep":
@@ -759,6 +804,9 @@ def definition(dag, name, types=None, comp_type="tc"):
         out["compensate_on"] = "failure"
     if dag.result_step is not None:
         out["result_step"] = f"s{dag.result_step}"
+    if dag.limits:
+        out["limits"] = {k: v for k, v in zip(("concurrency_cap", "node_execution_cap",
+                                                "retry_cap"), dag.limits) if v is not None}
     return out
 
 
@@ -1637,6 +1685,8 @@ class ExampleRun:
                     if self.seq:
                         self.models[d].step_ids[int(row["step_key"][1:])] = row["id"]
             self.inc("runs")
+            if dag.limits:
+                self.inc("capped_runs")
             if len(r.rows) != len(dag.steps):
                 self.problem(f"dag {d}: {len(r.rows)} step rows, expected {len(dag.steps)}")
             if self.seq:
@@ -2639,9 +2689,12 @@ class ExampleRun:
     def undelay(self, steps):
         """As the superuser: the run_at of these steps' queued jobs, which
         start_after_seconds put in the future, into the past; checks that it
-        was the release time plus start_after_seconds.  Returns the steps."""
+        was the release time plus start_after_seconds (for a step parked by
+        its run's limits, the time its job was made, when it got room).
+        Returns the steps."""
         r = self.call(self.h.cursor_as("su"), "move run_at", "WITH old AS (SELECT j.id,"
-                      " j.run_at - s.released_at AS delta, s.id AS step FROM workflow.job_queue j"
+                      " j.run_at - CASE WHEN s.capped THEN j.created_at ELSE s.released_at END"
+                      " AS delta, s.id AS step FROM workflow.job_queue j"
                       " JOIN workflow.workflow_steps s ON s.id = j.workflow_step_id"
                       " WHERE s.id = ANY (%s::uuid[]) AND j.status = 'QUEUED'"
                       " AND j.run_at > now()) UPDATE workflow.job_queue j SET run_at = now() -"
@@ -2910,6 +2963,9 @@ class ExampleRun:
         if ex.mode == "cancel":
             threads.append(threading.Thread(target=self.guard, args=(self.canceller_loop, 0),
                                             name="k"))
+        if any(dag.limits for dag in ex.dags):
+            threads.append(threading.Thread(target=self.guard, args=(self.allowance_loop, 0),
+                                            name="a"))
         try:
             self.start_foreign()
         except Diverged:
@@ -3113,6 +3169,71 @@ class ExampleRun:
                 self.unexpected(r, "fire_timers")
             else:
                 self.inc("timers_fired", r.rows[0]["n"])
+
+    def allowance_loop(self, _n):
+        """For the runs with limits: checks, on one snapshot, that no more of
+        a run's job steps are active than its concurrency_cap and that it
+        used no more executions than its node_execution_cap; and raises the
+        cap of a run waiting for its allowance (and now and then of a
+        running one), repeats an increase (which must change nothing) or
+        asks with a stale expected cap (which must conflict).  Only this
+        thread raises caps, so it knows the cap in force."""
+        admin = self.h.cursor_as(ADMIN_ROLE)
+        su = self.h.cursor_as("su")
+        rng = random.Random(self.ex.seed * 53)
+        self.increases = Counter()
+        capped = [d for d, dag in enumerate(self.ex.dags) if dag.limits]
+        while not self.stop.is_set():
+            time.sleep(0.003 + rng.random() * 0.006)
+            for d in capped:
+                run_id = self.run_ids[d]
+                if run_id is None:
+                    continue
+                r = self.call(su, "limits", "SELECT r.status::text AS status, r.concurrency_cap,"
+                              " r.node_execution_cap, r.executions_used, r.steps_parked,"
+                              " (SELECT count(*) FROM workflow.workflow_steps s"
+                              "   WHERE s.workflow_run_id = r.id"
+                              "   AND s.status IN ('ENQUEUED', 'RUNNING')) AS active_jobs"
+                              " FROM workflow.workflow_runs r WHERE r.id = %s", (run_id,))
+                if not r.ok or not r.rows:
+                    continue
+                row = r.rows[0]
+                self.inc("limit_samples")
+                if row["concurrency_cap"] is not None and row["active_jobs"] > row["concurrency_cap"]:
+                    self.problem(f"dag {d}: {row['active_jobs']} job steps active, concurrency_cap"
+                                 f" {row['concurrency_cap']}")
+                cap = row["node_execution_cap"]
+                if cap is not None and row["executions_used"] > cap:
+                    self.problem(f"dag {d}: {row['executions_used']} executions,"
+                                 f" node_execution_cap {cap}")
+                if cap is None or row["status"] in RUN_TERMINAL or not (
+                        row["status"] == "WAITING_FOR_ALLOWANCE" or rng.random() < 0.05):
+                    continue
+                self.increase(admin, d, run_id, cap, rng)
+
+    def increase(self, cur, d, run_id, cap, rng):
+        """One increase of the run's cap, perhaps repeated, perhaps preceded
+        by a stale request."""
+        if rng.random() < 0.2:
+            r = self.call(cur, "stale increase", "SELECT workflow.increase_execution_allowance("
+                          "%s, %s, %s) AS cap", (run_id, cap + 7, cap + 8))
+            if not (r.is_("23505", "workflow.execution_allowance_conflict")
+                    or r.is_("55000", "workflow.run_already_terminal")):
+                self.unexpected(r, "increase_execution_allowance with a stale cap")
+        target = cap + rng.randint(1, 3)
+        for n in range(2 if rng.random() < 0.3 else 1):
+            r = self.call(cur, "increase", "SELECT workflow.increase_execution_allowance("
+                          "%s, %s, %s) AS cap", (run_id, cap, target))
+            if r.is_("55000", "workflow.run_already_terminal"):
+                return      # the run finished, or cancel_run ended it
+            if not r.ok or r.rows[0]["cap"] != target:
+                self.unexpected(r, f"increase_execution_allowance {cap} -> {target}")
+                return
+            if n == 0:
+                self.increases[d] += 1
+                self.inc("allowance_increases")
+            else:
+                self.inc("allowance_repeats")
 
     def canceller_loop(self, _n):
         ex = self.ex
@@ -3472,10 +3593,17 @@ class ExampleRun:
         self.inc("history_checks")
         self.inc("history_events", len(r.rows))
         steps = [[] for _ in dag.steps]
+        parked = Counter()
         run_events = []
         for row in r.rows:
             e = (row["event_type"], row["detail"])
             key = row["step_key"]
+            if e[0] == "step_parked" and key is not None and key[1:].isdigit() \
+                    and int(key[1:]) < len(dag.steps):
+                # a job step of a capped run waited for room: aside from the
+                # model's traces, checked below
+                parked[int(key[1:])] += 1
+                continue
             if key is None:
                 if e[0] not in RUN_EVENTS:
                     bad(f"history: run event {show_event(e)}")
@@ -3498,8 +3626,22 @@ class ExampleRun:
                 + (f"{rows[0]['step_key'] or 'run'} {rows[0]['event_type']}" if rows else "none")
                 + ", not run_started")
         status, ends = None, 0
+        # the allowance evidence: one increase event per increase the test
+        # made, in order from cap to cap, and each cap's exhaustion once
+        incs = [det for k, det in run_events if k == "execution_allowance_increased"]
+        want_incs = getattr(self, "increases", Counter())[d]
+        if len(incs) != want_incs or any(
+                set(det) != {"version", "previous_cap", "target_cap"}
+                or det["target_cap"] <= det["previous_cap"]
+                or (n and det["previous_cap"] != incs[n - 1]["target_cap"])
+                for n, det in enumerate(incs)):
+            bad(f"history: increase events {incs}, the test made {want_incs} increases")
+        exhausted = [det.get("cap") for k, det in run_events
+                     if k == "execution_allowance_exhausted"]
+        if len(exhausted) != len(set(exhausted)) or (exhausted and not dag.cap("node_execution_cap")):
+            bad(f"history: execution_allowance_exhausted at caps {exhausted}")
         for n, (kind, det) in enumerate(run_events):
-            if kind == "event_received":
+            if kind == "event_received" or kind in ALLOWANCE_EVENTS:
                 continue
             if kind == "run_started":
                 if n or det != {"steps": len(dag.steps), "status": det.get("status")}:
@@ -3552,9 +3694,15 @@ class ExampleRun:
             evs = steps[i]
             js = jobs_of.get(row["id"], [])
             job_attempt = js[0]["attempt"] if js else 0
+            if parked[i] > 1 or (parked[i] and (s.kind != "job" or not (
+                    dag.cap("concurrency_cap") or dag.cap("node_execution_cap")))):
+                bad(f"history: s{i} has {parked[i]} step_parked")
             if weak:
                 status, reason, err = row["status"], row["status_reason"], row["last_error_code"]
-                released, trace = row["released_at"] is not None, None
+                # a job step parked and canceled there has no job and no
+                # step_released
+                released, trace = (row["released_at"] is not None
+                                   and (s.kind != "job" or row["job_id"] is not None)), None
             else:
                 f = finals[i]
                 status, reason, err, released, trace = f.status, f.reason, f.err, f.released, f.trace
@@ -3674,7 +3822,12 @@ class ExampleRun:
                     f" attempt {attempts}")
         if status == "CANCELED" and row["status_reason"] not in (RUN_CANCELED, DEP, JOB_CANCELED):
             bad(f"s{i} canceled with reason {row['status_reason']!r}")
-        if row["released_at"] is not None and job is None:
+        if row["released_at"] is not None and job is None and not (
+                status == "CANCELED" and row["status_reason"] == RUN_CANCELED
+                and (self.ex.dags[d].cap("concurrency_cap")
+                     or self.ex.dags[d].cap("node_execution_cap"))):
+            # (a step parked for want of room has no job when cancel_run
+            # ends it)
             bad(f"s{i} released without a job")
 
     def execute(self):
@@ -4026,6 +4179,10 @@ def main():
               f" {total['not_external_probes']} complete_external_step calls on sleep and event"
               f" steps, {total['delays_ended']} job delays (start_after_seconds) ended by moving"
               f" run_at")
+        print(f"# limits: {total['capped_runs']} runs with limits, {total['limit_samples']}"
+              f" samples of their active job steps and executions against their caps,"
+              f" {total['allowance_increases']} allowance increases"
+              f" ({total['allowance_repeats']} repeated, which changed nothing)")
         print(f"# tenants: engine calls as {WORKER_ROLE} and {CLIENT_ROLE} (organization A),"
               f" {total['foreign_runs']} runs of organization B started by the superuser"
               f" ({total['foreign_jobs']} jobs of the examples' own job types, queued ahead of"
