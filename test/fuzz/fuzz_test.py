@@ -50,6 +50,20 @@ blocked run; cancel_run and send_event refusing every finished status) the
 model predicts the code or the status returned, which must be the run's
 own; at most one live compensation job, and no COMPENSATION_FAILED step in
 a COMPENSATED run.
+Version 1.9: definitions with "limits" (any of its keys, valid, or null)
+and with one hostile change (limits of another shape, a value of a wrong
+type or out of range, an unknown key, both deadlines, concurrency_cap above
+node_execution_cap): a refused one is workflow.invalid_definition and
+writes nothing; a run started from a valid one shows its limits, its job
+steps' max_attempts lowered by retry_cap, capped exactly when a cap is
+given, no counter shards under a cap, and its deadline on its jobs.
+increase_execution_allowance on capped runs, uncapped ones, runs of every
+status and missing ones, with expected and target caps near the cap in
+force and extreme, NULLs, and repeated at once: the model predicts
+job.invalid_argument, run_not_found, run_already_terminal,
+execution_allowance_ineligible, a raise (the cap and one new
+execution_allowance_increased), a quiet repeat (nothing new), or
+execution_allowance_conflict.
 
 Every call must either succeed or raise an error whose message starts with a
 code from the error table of docs/reference.md and whose SQLSTATE is that
@@ -187,6 +201,9 @@ CODES = {
     "workflow.definition_conflict": "23505",
     "workflow.organization_forbidden": "42501",
     "workflow.version_mismatch": "55000",
+    # 1.9 (DESIGN.md, "Run limits and allowances")
+    "workflow.execution_allowance_conflict": "23505",
+    "workflow.execution_allowance_ineligible": "55000",
 }
 CODE_RE = re.compile(r"^([a-z_]+\.[a-z_]+): ")
 IA = "job.invalid_argument"
@@ -287,6 +304,9 @@ SIGS = {
     "resume_run": [("workflow_run_id", "uuid"), ("organization_id", "uuid")],
     "retire_run": [("workflow_run_id", "uuid"), ("reason", "text"),
                    ("organization_id", "uuid")],
+    # 1.9: a run's execution allowance
+    "increase_execution_allowance": [("workflow_run_id", "uuid"), ("expected_cap", "int4"),
+                                     ("target_cap", "int4"), ("organization_id", "uuid")],
 }
 # Functions that read only: a successful call must write nothing either.
 READ_ONLY = {"run_history", "run_graph"}
@@ -316,6 +336,7 @@ DEFAULTS = {
     "retry_run": [None, None],
     "resume_run": [None, None],
     "retire_run": [None, None, None],
+    "increase_execution_allowance": [None, None, None, None],
 }
 # What each call selects, so that no value the client cannot load
 # (infinite or BC timestamps) comes back.  The claim's columns are those
@@ -350,6 +371,7 @@ SELECTS = {
     "retry_run": "x::text",
     "resume_run": "x::text",
     "retire_run": "x::text",
+    "increase_execution_allowance": "x",
 }
 
 # ---------------------------------------------------------------------------
@@ -934,9 +956,11 @@ class _Pools:
         self.jobs = [(j, t) for j, t, _, _ in jobs]
         self.running = [j for j, _, st_, _ in jobs if st_ == "RUNNING"]
         self.running_steps = [j for j, _, st_, step in jobs if st_ == "RUNNING" and step]
-        runs = s.q("SELECT id, organization_id FROM workflow.workflow_runs ORDER BY id")
+        runs = s.q("SELECT id, organization_id, node_execution_cap IS NOT NULL"
+                   " FROM workflow.workflow_runs ORDER BY id")
         self.runs = [r[0] for r in runs]
-        self.run_org = dict(runs)
+        self.run_org = {r[0]: r[1] for r in runs}
+        self.capped = [r[0] for r in runs if r[2]]
         self.steps = s.q("SELECT id, workflow_run_id, step_key FROM workflow.workflow_steps"
                          " ORDER BY id")
         self.token_of = {j: t for j, t in self.jobs}
@@ -948,7 +972,7 @@ def resolve_uuid(ref, P):
     kind, i, u = ref
     pick = {"job": [j for j, _ in P.jobs], "running": P.running,
             "running_step": P.running_steps, "run": P.runs,
-            "step": [r[0] for r in P.steps]}
+            "step": [r[0] for r in P.steps], "capped": P.capped}
     if kind in pick:
         rows = pick[kind]
         return rows[i % len(rows)] if rows else u
@@ -1663,7 +1687,7 @@ def model_fire_timers(s, a):
 # ---------------------------------------------------------------------------
 # 1.7: the operator's calls on a run, the registry, job inputs
 
-LIVE_RUN = ("RUNNING", "WAITING_FOR_EXTERNAL")
+LIVE_RUN = ("RUNNING", "WAITING_FOR_EXTERNAL", "WAITING_FOR_ALLOWANCE")
 BLOCKED_RUN = ("BLOCKED_MISSING_HANDLER", "BLOCKED_MISSING_VERSION",
                "BLOCKED_SIGNATURE_MISMATCH")
 COMP_RUN = ("COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED")
@@ -1842,7 +1866,48 @@ def model_start_workflow(s, a):
     return Expect(ANY_CODE)
 
 
+def model_increase_execution_allowance(s, a):
+    """The arguments first (job.invalid_argument), then the run (not found,
+    finished, without a cap), then the compare-and-set: the cap at
+    expected_cap is raised, the cap at target_cap by this very increase is
+    a quiet repeat, anything else a conflict."""
+    run, expected, target, org = a
+    if run is None or expected is None or target is None or expected < 1 or target <= expected:
+        return Expect(IA)
+    rows = s.q("SELECT organization_id, status::text, node_execution_cap"
+               " FROM workflow.workflow_runs WHERE id = %s", (run,))
+    if not rows or (org is not None and rows[0][0] != org):
+        return Expect("workflow.run_not_found")
+    _org, status, cap = rows[0]
+    if status in FINISHED_RUN:
+        return Expect("workflow.run_already_terminal")
+    if cap is None:
+        return Expect("workflow.execution_allowance_ineligible")
+    events = s.q("SELECT count(*) FROM workflow.workflow_events WHERE workflow_run_id = %s"
+                 " AND event_type = 'execution_allowance_increased'", (run,))[0][0]
+    latest = s.q("SELECT detail FROM workflow.workflow_events WHERE workflow_run_id = %s"
+                 " AND event_type = 'execution_allowance_increased' ORDER BY id DESC LIMIT 1",
+                 (run,))
+    this = {"version": 1, "previous_cap": expected, "target_cap": target}
+    if cap == expected or (cap == target and latest and latest[0][0] == this):
+        def post(out):
+            v = out.rows[0][0] if out.rows else None
+            now = s.q("SELECT node_execution_cap, (SELECT count(*) FROM workflow.workflow_events"
+                      " WHERE workflow_run_id = r.id"
+                      " AND event_type = 'execution_allowance_increased')"
+                      " FROM workflow.workflow_runs r WHERE r.id = %s", (run,))[0]
+            want_events = events + (1 if cap == expected else 0)
+            if v != target or now[0] != target or now[1] != want_events:
+                return ("returned %r; the cap is %r with %d increase events, expected %d and %d"
+                        % (v, now[0], now[1], target, want_events))
+            count_outcome("increase_execution_allowance: " + (
+                "raised" if cap == expected else "a quiet repeat"))
+        return Expect("ok", post)
+    return Expect("workflow.execution_allowance_conflict")
+
+
 MODELS = {
+    "increase_execution_allowance": model_increase_execution_allowance,
     "compensate_run": model_compensate_run, "retry_run": model_retry_run,
     "resume_run": model_resume_run, "retire_run": model_retire_run,
     "job_inputs": model_job_inputs, "register_workflow": model_register_workflow,
@@ -2012,6 +2077,11 @@ def perform(s, action):
         if problem:
             raise violation("start_run 1.7: compensate as defined",
                             "%s -> %s: %s" % (describe(sql, params), out, problem))
+    if action.get("limits") is not None and fn == "start_run" and out.ok:
+        problem = limits_start_check(s, action, out)
+        if problem:
+            raise violation("start_run 1.9: limits as defined",
+                            "%s -> %s: %s" % (describe(sql, params), out, problem))
     if "doc" in action or action.get("names") is not None:
         problem = start16_check(s, action, out)
         if problem:
@@ -2037,7 +2107,8 @@ def trailing(draw, fn, args):
                 "run_history": 1, "run_graph": 1, "send_event": 2,
                 "fire_timers": 0, "register_workflow": 3, "unregister_workflow": 2,
                 "start_workflow": 1, "job_inputs": 2, "job_step_key": 2, "compensate_run": 1, "retry_run": 1,
-                "resume_run": 1, "retire_run": 2}.get(fn, len(args))
+                "resume_run": 1, "retire_run": 2,
+                "increase_execution_allowance": 3}.get(fn, len(args))
     n = len(args)
     if required < n and draw(st.integers(0, 3)) == 0:
         n = draw(st.integers(required, len(args)))
@@ -3290,6 +3361,161 @@ def comp_start_action(draw):
     return a
 
 
+# ---------------------------------------------------------------------------
+# 1.9: limits in definitions; increase_execution_allowance
+
+LIMIT_VALID = {
+    "deadline_seconds": [0, 1, 3600, 315360000],
+    "deadline_at": ["2099-01-01T00:00:00Z", "2001-02-03 04:05:06", "1999-12-31T23:59:59.5+05:30"],
+    "node_execution_cap": [1, 2, 3, INT32_MAX],
+    "concurrency_cap": [1, 2],
+    "cycle_cap": [1, 5, INT32_MAX],
+    "retry_cap": [0, 1, 2, INT32_MAX],
+}
+LIMIT_INVALID = {
+    "deadline_seconds": [-1, 315360001, 1.5, "60", True, [], INT32_MAX + 1],
+    "deadline_at": ["soon", "", 5, True, "infinity", "-infinity", "2001-02-30T00:00:00Z",
+                    ["2099-01-01"], {"at": 1}],
+    "node_execution_cap": [0, -1, 1.5, "3", False, INT32_MAX + 1, {}],
+    "concurrency_cap": [0, -2, 2.5, "1", True, INT32_MAX + 1, []],
+    "cycle_cap": [0, -1, 0.5, "5", [], INT32_MAX + 1],
+    "retry_cap": [-1, 1.5, "0", True, INT32_MAX + 1, {}],
+}
+LIMITS_SHAPES_INVALID = ["x", 1, True, [], [{"node_execution_cap": 1}]]
+
+
+@st.composite
+def limits_definition(draw):
+    """A definition of job, external and sleep steps with a valid "limits"
+    (any of its keys, at most one deadline, concurrency_cap within
+    node_execution_cap), or null; then maybe one hostile change: limits of
+    another shape, a value of a wrong type or out of range, an unknown key,
+    both deadlines, concurrency_cap above node_execution_cap.  Returns
+    (text, validity, what was changed)."""
+    n = draw(st.integers(1, 4))
+    steps = []
+    for i in range(n):
+        kind = draw(st.sampled_from(["job", "job", "job", "external", "sleep"]))
+        x = {"key": "l%d" % i}
+        if kind == "job":
+            x.update(job_type="fz.l%d" % i, max_attempts=draw(st.sampled_from([1, 2, 3, 5])))
+        elif kind == "external":
+            x["kind"] = "external"
+        else:
+            x.update(kind="sleep", seconds=60)
+        if i and draw(st.booleans()):
+            x["depends_on"] = ["l%d" % draw(st.integers(0, i - 1))]
+        steps.append(x)
+    limits = {}
+    for k in draw(st.lists(st.sampled_from(sorted(LIMIT_VALID)), unique=True, max_size=4)):
+        limits[k] = draw(st.sampled_from(LIMIT_VALID[k]))
+    if "deadline_at" in limits and "deadline_seconds" in limits:
+        del limits["deadline_seconds"]
+    if "concurrency_cap" in limits and "node_execution_cap" in limits:
+        limits["concurrency_cap"] = min(limits["concurrency_cap"], limits["node_execution_cap"])
+    d = {"name": "limits-fuzz", "steps": steps,
+         "limits": None if draw(st.integers(0, 9)) == 0 else limits}
+    validity, what = "valid", "valid"
+    if draw(st.integers(0, 2)) > 0:
+        validity = "invalid"
+        how = draw(st.sampled_from(["shape", "value", "value", "unknown", "both", "order"]))
+        lim = d["limits"] if isinstance(d["limits"], dict) else {}
+        d["limits"] = lim
+        if how == "shape":
+            d["limits"] = draw(st.sampled_from(LIMITS_SHAPES_INVALID))
+            what = "limits is %r" % (d["limits"],)
+        elif how == "value":
+            k = draw(st.sampled_from(sorted(LIMIT_INVALID)))
+            lim.pop("deadline_at" if k == "deadline_seconds" else "deadline_seconds", None)
+            lim[k] = draw(st.sampled_from(LIMIT_INVALID[k]))
+            what = "limits.%s is %r" % (k, lim[k])
+        elif how == "unknown":
+            k = draw(st.sampled_from(["deadline", "max_runs", "Concurrency_cap", "retries",
+                                      "node_execution_caps", ""]))
+            lim[k] = 1
+            what = "limits has %r" % k
+        elif how == "both":
+            lim["deadline_at"] = "2099-01-01T00:00:00Z"
+            lim["deadline_seconds"] = 60
+            what = "both deadlines"
+        else:
+            lim["node_execution_cap"] = draw(st.integers(1, 3))
+            lim["concurrency_cap"] = lim["node_execution_cap"] + draw(st.integers(1, 3))
+            what = "concurrency_cap above node_execution_cap"
+    return json.dumps(d, ensure_ascii=False), validity, what
+
+
+def limits_start_check(s, a, out):
+    """A run started with limits shows them; retry_cap lowered every job's
+    max_attempts; a capped run's job steps are capped, the others not, and
+    it has no counter shards; its steps and jobs carry its deadline."""
+    d = json.loads(a["args"][0][1])
+    lim = d.get("limits") or {}
+    run = out.rows[0][0]
+    row = s.q("SELECT node_execution_cap, concurrency_cap, cycle_cap, retry_cap,"
+              " deadline_at IS NOT NULL, counter_shards, executions_used, steps_parked,"
+              " (deadline_at - created_at) BETWEEN make_interval(secs => %s)"
+              "  AND make_interval(secs => %s + 60)"
+              " FROM workflow.workflow_runs WHERE id = %s",
+              (lim.get("deadline_seconds", 0), lim.get("deadline_seconds", 0), run))[0]
+    want = (lim.get("node_execution_cap"), lim.get("concurrency_cap"), lim.get("cycle_cap"),
+            lim.get("retry_cap"), "deadline_at" in lim or "deadline_seconds" in lim)
+    if tuple(row[:5]) != want:
+        return "run limits %r, the definition says %r" % (row[:5], want)
+    if "deadline_seconds" in lim and not row[8]:
+        # (created_at is the start's transaction time, the deadline its
+        # statement's)
+        return "deadline_at is not deadline_seconds after the start"
+    capped = "node_execution_cap" in lim or "concurrency_cap" in lim
+    if capped and row[5] != 0:
+        return "a capped run with %d counter shards" % row[5]
+    steps = {k: (ma, c) for k, ma, c in s.q(
+        "SELECT step_key, max_attempts, capped FROM workflow.workflow_steps"
+        " WHERE workflow_run_id = %s", (run,))}
+    for x in d["steps"]:
+        ma, c = steps[x["key"]]
+        want_ma = x.get("max_attempts", 3)
+        if "retry_cap" in lim:
+            want_ma = min(want_ma, lim["retry_cap"] + 1)
+        is_job = "kind" not in x
+        if is_job and ma != want_ma:
+            return "step %s max_attempts %d, expected %d" % (x["key"], ma, want_ma)
+        if c != (capped and is_job):
+            return "step %s capped %r" % (x["key"], c)
+    bad = s.q("SELECT count(*) FROM workflow.job_queue j JOIN workflow.workflow_runs r"
+              " ON r.id = j.workflow_run_id WHERE r.id = %s"
+              " AND j.deadline_at IS DISTINCT FROM r.deadline_at", (run,))[0][0]
+    if bad:
+        return "%d jobs without the run's deadline" % bad
+    count_outcome("start_run 1.9: limits as defined" + (" (capped)" if capped else ""))
+    return None
+
+
+@st.composite
+def limits_start_action(draw):
+    text, validity, what = draw(limits_definition())
+    args = [("def", text), draw(org_ref), draw(st.one_of(st.none(), st.just("k-limits")))]
+    a = draw(trailing("start_run", args))
+    a["validity"] = validity
+    a["limits"] = what
+    return a
+
+
+cap_value = weighted((6, st.integers(1, 6)), (1, st.sampled_from([0, -1, INT32_MAX, INT32_MIN])),
+                     (1, st.none()))
+
+
+@st.composite
+def increase_action(draw):
+    run = draw(weighted((6, st.tuples(st.just("capped"), st.integers(0, 63), st.uuids())),
+                        (2, run_ref), (1, saga_run)))
+    expected = draw(cap_value)
+    target = draw(weighted((5, st.integers(1, 3).map(
+        lambda k: None if expected is None else min(expected + k, INT32_MAX))),
+        (2, cap_value)))
+    return draw(trailing("increase_execution_allowance", [run, expected, target, draw(read_org)]))
+
+
 wf_name = weighted((5, st.sampled_from(["fz.flow", "fz.held", "fz.new", "fz.gone"])),
                    (1, small_text), (1, long_text), (1, st.none()))
 wf_version = weighted((5, st.sampled_from(["1", "2", "3"])), (1, small_text), (1, st.none()))
@@ -3516,6 +3742,17 @@ def p_comp_defs(actions):
     run_actions(S, actions)
 
 
+@prop("1.9 limits: definitions with valid and hostile limits; increase_execution_allowance on"
+      " capped runs and others, repeated, with the workers around them", 100)
+@given(st.lists(st.one_of(limits_start_action(), limits_start_action(), increase_action(),
+                          increase_action(), st.just({"fn": "increase_execution_allowance",
+                                                      "again": True, "args": []}),
+                          worker_action(), claim_any, cancel_run_action()),
+                min_size=1, max_size=6))
+def p_limits(actions):
+    run_actions(S, actions)
+
+
 @prop("1.7 calls: compensate_run, retry_run, resume_run, retire_run on runs of every status,"
       " the registry, start_workflow, job_inputs, with the workers around them", 100)
 @given(st.lists(st.one_of(run_op_action(), run_op_action(), register_action(),
@@ -3707,7 +3944,7 @@ def p_soak(actions):
 
 
 RANK = ["p_start_random", "p_start_mutated", "p_nulls", "p_bad_strings", "p_high_limits", "p_start16", "p_events",
-        "p_comp_defs", "p_run_ops",
+        "p_comp_defs", "p_run_ops", "p_limits",
         "p_idempotency", "p_enqueue", "p_claim", "p_worker", "p_complete_and_claim",
         "p_batch", "p_external", "p_read", "p_cancel", "p_start_big", "p_low_limits",
         "p_soak"]
@@ -3749,6 +3986,7 @@ def null_sweep(s):
             "retry_run": [f["run_retry"], None],
             "resume_run": [f["run_held"], None],
             "retire_run": [f["run_main"], "r", None],
+            "increase_execution_allowance": [f["run_main"], 1, 2, None],
         }[fn]
 
     def model_values(fn, vals):
