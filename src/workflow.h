@@ -156,6 +156,9 @@ typedef struct WfCompensationEnd
 	char	   *error_message;
 } WfCompensationEnd;
 
+/* deadlines.c: the deadline sweep of fire_timers */
+extern int	WfSweepDeadlines(int32 batch_size);
+
 /* cascade.c: terminal processing and dependency release */
 extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
@@ -205,16 +208,6 @@ typedef enum WfRunCall
 	WF_CALL_DEADLINE
 } WfRunCall;
 
-/* deadlines.c: the deadline sweep of fire_timers */
-extern int	WfSweepDeadlines(int32 batch_size);
-
-/* run_jobs.c: a run's live jobs, and the jobs of released steps */
-extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
-							 Datum **ids);
-extern void WfInsertStepJobs(const pg_uuid_t *ids, int n);
-extern void WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code,
-						 Datum reason, bool reason_null);
-
 /* compensation.c: undoing a run's succeeded steps */
 
 extern void WfStartCompensation(const pg_uuid_t *run_id, const char *reason,
@@ -223,23 +216,6 @@ extern void WfAdvanceCompensation(const pg_uuid_t *run_id, int32 failed);
 extern void WfSettleCompensationJob(const WfCompensationEnd *end);
 extern void WfAbandonCompensation(const pg_uuid_t *run_id, Datum reason,
 								  bool reason_null);
-
-/*
- * admission.c: letting a capped run's parked steps run.  A capped run's
- * counters and caps, as its run row holds them now, locked.
- */
-typedef struct WfRunRoom
-{
-	int32		active;
-	int32		parked;
-	int32		executions;
-	int32		node_execution_cap; /* 0: none */
-	int32		concurrency_cap;	/* 0: none */
-	int32		exhausted_cap;	/* the cap whose exhaustion was recorded */
-} WfRunRoom;
-
-extern int32 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room);
-extern void WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap);
 
 /* pins.c: whether a pinned run's registered version still stands */
 extern const char *WfPinVerdict(const pg_uuid_t *run_id);
@@ -269,6 +245,23 @@ extern void WfSetRunStatus(const pg_uuid_t *run_id, const char *from,
 extern void WfNotifyRunTerminal(const pg_uuid_t *run_id, const pg_uuid_t *org,
 								const char *status);
 
+/*
+ * admission.c: letting a capped run's parked steps run.  A capped run's
+ * counters and caps, as its run row holds them now, locked.
+ */
+typedef struct WfRunRoom
+{
+	int32		active;
+	int32		parked;
+	int32		executions;
+	int32		node_execution_cap; /* 0: none */
+	int32		concurrency_cap;	/* 0: none */
+	int32		exhausted_cap;	/* the cap whose exhaustion was recorded */
+} WfRunRoom;
+
+extern int32 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room);
+extern void WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap);
+
 /* run_moves.c: the run state machine */
 
 extern void WfCheckRunMove(const pg_uuid_t *run_id, const char *from,
@@ -296,6 +289,13 @@ extern void WfDetailInt(StringInfo buf, const char *key, int64 value);
 extern void WfDetailTimestamp(StringInfo buf, const char *key,
 							  TimestampTz value);
 extern char *WfDetailEnd(StringInfo buf);
+
+/* run_jobs.c: a run's live jobs, and the jobs of released steps */
+extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
+							 Datum **ids);
+extern void WfInsertStepJobs(const pg_uuid_t *ids, int n);
+extern void WfCancelJobs(Datum *job_ids, uint64 njobs, const char *code,
+						 Datum reason, bool reason_null);
 
 /* registry.c: registered workflow versions */
 
