@@ -20,9 +20,12 @@
  *
  * The caller holds its job rows and its own step rows already, so this is
  * the lock order (docs/reference.md, section 12).  Work is proportional to
- * the edges touched.  Dependents change state in two places:
+ * the edges touched.  Dependents change state in a few places:
  * UpdateDependentGroup releases job and external steps (ENQUEUED with a
- * new job, or WAITING_FOR_EXTERNAL) or cancels any, and ReleaseTimerGroup
+ * new job, or WAITING_FOR_EXTERNAL) or cancels any, ParkDependentGroup
+ * parks the ready job steps of a capped run (admission.c lets them run,
+ * at the run row), HoldDependentGroup holds those of a pinned run whose
+ * pin fails, and ReleaseTimerGroup
  * releases sleep and event steps (SLEEPING, or WAITING_FOR_EXTERNAL, with
  * a wake time), so that the statement of the common case knows nothing of
  * timers; each writes the steps' step_released, step_sleeping or

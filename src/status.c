@@ -17,6 +17,10 @@
  * rolled-back subtransaction and at the end of the transaction, through
  * the hooks this file registers with xact_state.c.
  *
+ * A capped run's parked steps are let run where its run row is written,
+ * before its status is computed from the counters (admission.c): the row
+ * is the point that serializes everything that changes the run's room.
+ *
  * A run's counters live on its run row, or, for a run whose widest level
  * has at least workflow.counter_shard_min_width steps, in counter shards
  * (workflow.workflow_run_counters, shards 1..counter_shards): each step

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * timers.c
- *	  fire_timers: the sweep that wakes sleeping steps and times out event
- *	  waits.
+ *	  fire_timers: the sweep that ends runs past their deadline
+ *	  (deadlines.c), wakes sleeping steps and times out event waits.
  *
  * A step's timer is its wake_at: set when a sleep step starts to sleep or
  * an event step with a timeout starts to wait, cleared when it fires or
@@ -229,7 +229,9 @@ FirePage(int32 batch_size, TimerCursor *cursor, uint64 *nread)
 }
 
 /*
- * FireTimers fires up to batch_size due timers.  A page whose timers all
+ * FireTimers ends up to batch_size runs past their deadline (deadlines.c),
+ * then fires up to batch_size due timers; returns how many of both.  A page
+ * whose timers all
  * belong to busy runs (or steps someone holds) does not end the call: it
  * goes on to the next page, up to WF_TIMER_PAGES pages, so that 0 means
  * no timer it could fire now is left among them.
