@@ -3461,7 +3461,10 @@ runs AS (
                 WHEN c.n_waiting > 0 THEN 'WAITING_FOR_EXTERNAL'
                 WHEN c.n_parked > 0 THEN 'WAITING_FOR_ALLOWANCE'
                 WHEN c.n_blocked > 0 THEN 'RUNNING'
-                WHEN c.n_failed > 0 OR c.n_canceled > 0 THEN 'COMPLETED_WITH_ERRORS'
+                WHEN c.n_failed > 0 OR c.n_canceled > 0
+                  -- a run its deadline ended has not succeeded
+                  OR c.status_reason IS NOT DISTINCT FROM 'workflow.run_deadline_elapsed'
+                  THEN 'COMPLETED_WITH_ERRORS'
                 ELSE 'SUCCEEDED' END AS derived_status,
            (SELECT s.output FROM workflow.workflow_steps s
              WHERE c.status = 'SUCCEEDED' AND s.workflow_run_id = c.id

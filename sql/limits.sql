@@ -265,6 +265,24 @@ SELECT s.status, s.status_reason, j.status AS job_status, r.status AS run_status
   FROM workflow.workflow_steps s JOIN workflow.job_queue j ON j.id = s.job_id
   JOIN workflow.workflow_runs r ON r.id = s.workflow_run_id WHERE r.id = :'rt';
 SELECT * FROM workflow.verify(:'rt');
+-- a run whose job still runs does not hide the runs after it from a
+-- sweep of one run per page: the next page is read
+SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [
+    {"key": "a", "job_type": "lim.page1"}]}') AS pg1 \gset
+SELECT id AS pj, lease_token AS pt FROM workflow.claim('w', ARRAY['lim.page1']) \gset
+SELECT pg_temp.pass_deadline(:'pg1');
+SELECT workflow.fire_timers(1) AS first_sweep;
+SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [
+    {"key": "a", "job_type": "lim.page2"}]}') AS pg2 \gset
+SELECT pg_temp.pass_deadline(:'pg2');
+UPDATE workflow.workflow_runs SET deadline_at = deadline_at + interval '0.5 second' WHERE id = :'pg2';
+SELECT workflow.fire_timers(1) AS second_sweep;
+SELECT id = :'pg1' AS first_run, status, deadline_swept FROM workflow.workflow_runs
+ WHERE id IN (:'pg1', :'pg2') ORDER BY deadline_at;
+SELECT workflow.complete_job(:'pj', :'pt');
+SELECT workflow.fire_timers(1) AS third_sweep;
+SELECT status, deadline_swept FROM workflow.workflow_runs WHERE id = :'pg1';
+
 -- retry_run of a run its deadline ended: its failed part is reset, and the
 -- next sweep ends it again
 SELECT workflow.start_run('{"limits": {"deadline_seconds": 3600}, "steps": [

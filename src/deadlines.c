@@ -41,8 +41,20 @@
 #define UNSTARTED_STEPS \
 	"'{BLOCKED,PARKED,ENQUEUED,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[]"
 
-static uint64 DueDeadlines(int32 batch_size);
+/* where the last page ended: runs are read in (deadline_at, id) order */
+typedef struct DeadlineCursor
+{
+	bool		started;
+	TimestampTz deadline_at;
+	pg_uuid_t	id;
+} DeadlineCursor;
+
+/* pages one call reads at most, as fire_timers reads timers */
+#define WF_DEADLINE_PAGES 10
+
+static uint64 DueDeadlines(int32 batch_size, DeadlineCursor *after);
 static int	SweepRun(Datum *run, int n);
+static int	SweepPage(int32 batch_size, DeadlineCursor *cursor, uint64 *nread);
 static bool RunToSweep(const pg_uuid_t *run_id, TimestampTz *deadline,
 					   bool *first);
 static void MarkSwept(const pg_uuid_t *run_id, bool ended, bool done);
@@ -50,22 +62,40 @@ static bool StepsStillRunning(const pg_uuid_t *run_id);
 static uint64 LockQueuedJobs(const pg_uuid_t *run_id, Datum **jobs);
 static void CancelUnfinishedSteps(const pg_uuid_t *run_id);
 
-/* DueDeadlines reads up to batch_size runs past their deadline, oldest first. */
+/*
+ * DueDeadlines reads up to batch_size runs past their deadline, oldest
+ * first, after the cursor, and moves the cursor past them.  A run whose
+ * job still runs stays among them until it ends; the cursor keeps such
+ * runs from hiding the others from a call.
+ */
 static uint64
-DueDeadlines(int32 batch_size)
+DueDeadlines(int32 batch_size, DeadlineCursor *after)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"SELECT r.id FROM workflow.workflow_runs r"
+		"SELECT r.id, r.deadline_at FROM workflow.workflow_runs r"
 		" WHERE r.deadline_at IS NOT NULL AND NOT r.deadline_swept"
 		" AND r.deadline_at" OP("<=") "pg_catalog.statement_timestamp()"
+		" AND (NOT $2 OR (r.deadline_at, r.id)" OP(">") "($3, $4))"
 		" ORDER BY r.deadline_at, r.id LIMIT $1";
-	static const Oid types[1] = {INT4OID};
-	Datum		values[1];
+	static const Oid types[4] = {INT4OID, BOOLOID, TIMESTAMPTZOID, UUIDOID};
+	Datum		values[4];
+	uint64		n;
+	bool		isnull;
 
 	values[0] = Int32GetDatum(batch_size);
-	WfExecute(&plan, sql, 1, types, values, NULL, false, 0);
-	return SPI_processed;
+	values[1] = BoolGetDatum(after->started);
+	values[2] = TimestampTzGetDatum(after->deadline_at);
+	values[3] = UUIDPGetDatum(&after->id);
+	WfExecute(&plan, sql, 4, types, values, NULL, false, 0);
+	n = SPI_processed;
+	if (n > 0)
+	{
+		after->started = true;
+		WfResultUuid(n - 1, 1, &after->id);
+		after->deadline_at = DatumGetTimestampTz(WfResultDatum(n - 1, 2, &isnull));
+	}
+	return n;
 }
 
 /*
@@ -282,16 +312,18 @@ SweepRun(Datum *run, int n)
 }
 
 /*
- * WfSweepDeadlines ends up to batch_size runs past their deadline, each
- * in a subtransaction, skipping busy ones; returns how many it ended.
+ * SweepPage sweeps the runs of one page, each in a subtransaction,
+ * skipping busy ones; returns how many it ended.  *nread is how many runs
+ * the page held.
  */
-int
-WfSweepDeadlines(int32 batch_size)
+static int
+SweepPage(int32 batch_size, DeadlineCursor *cursor, uint64 *nread)
 {
-	uint64		n = DueDeadlines(batch_size);
+	uint64		n = DueDeadlines(batch_size, cursor);
 	Datum	   *runs;
 	int			ended = 0;
 
+	*nread = n;
 	if (n == 0)
 		return 0;
 	runs = palloc(sizeof(Datum) * n);
@@ -310,6 +342,30 @@ WfSweepDeadlines(int32 batch_size)
 		done = WfTryInSubtransaction(SweepRun, &runs[i], 1);
 		if (done > 0)
 			ended += done;
+	}
+	pfree(runs);
+	return ended;
+}
+
+/*
+ * WfSweepDeadlines ends up to batch_size runs past their deadline; a page
+ * of runs it ended none of (runs whose jobs still run, or busy ones) does
+ * not end the call, which reads on, up to WF_DEADLINE_PAGES pages.
+ * Returns how many runs it ended.
+ */
+int
+WfSweepDeadlines(int32 batch_size)
+{
+	DeadlineCursor cursor;
+	uint64		nread;
+	int			ended = 0;
+
+	memset(&cursor, 0, sizeof(cursor));
+	for (int page = 0; page < WF_DEADLINE_PAGES && ended == 0; page++)
+	{
+		ended = SweepPage(batch_size, &cursor, &nread);
+		if (nread < (uint64) batch_size)
+			break;
 	}
 	return ended;
 }

@@ -79,6 +79,7 @@ typedef struct RunCounts
 	int32		failed;
 	int32		canceled;
 	WfRunRoom	room;			/* parked steps, executions and caps */
+	bool		deadline_elapsed;	/* its deadline ended it */
 } RunCounts;
 
 static RunDeltaEntry *run_deltas = NULL;
@@ -419,7 +420,8 @@ UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts)
 		" RETURNING status::pg_catalog.text, steps_active, steps_waiting,"
 		" steps_blocked, steps_failed, steps_canceled, steps_parked,"
 		" executions_used, COALESCE(node_execution_cap, 0),"
-		" COALESCE(concurrency_cap, 0), COALESCE(allowance_exhausted_cap, 0)";
+		" COALESCE(concurrency_cap, 0), COALESCE(allowance_exhausted_cap, 0),"
+		" status_reason IS NOT DISTINCT FROM '" WF_REASON_RUN_DEADLINE_ELAPSED "'";
 	static const Oid counters_types[9] = {UUIDOID, INT4OID, INT4OID, INT4OID,
 	INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	Datum		values[9];
@@ -448,6 +450,7 @@ UpdateRunCounters(const RunDeltaEntry *entry, RunCounts *counts)
 	counts->room.node_execution_cap = WfResultInt32(0, 9);
 	counts->room.concurrency_cap = WfResultInt32(0, 10);
 	counts->room.exhausted_cap = WfResultInt32(0, 11);
+	counts->deadline_elapsed = WfResultBool(0, 12);
 	return WfResultText(0, 1);
 }
 
@@ -578,6 +581,9 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 	new_status = WfComputeRunStatus(counts.active, counts.waiting,
 									counts.room.parked, counts.blocked,
 									counts.failed, counts.canceled);
+	/* a run its deadline ended has not succeeded, whatever ran on */
+	if (counts.deadline_elapsed && strcmp(new_status, "SUCCEEDED") == 0)
+		new_status = "COMPLETED_WITH_ERRORS";
 	if (entry->blocked != NULL && !WfRunStatusTerminal(new_status))
 		new_status = entry->blocked;
 	if (entry->call == WF_CALL_COMPENSATE_RUN ||
