@@ -956,11 +956,12 @@ class _Pools:
         self.jobs = [(j, t) for j, t, _, _ in jobs]
         self.running = [j for j, _, st_, _ in jobs if st_ == "RUNNING"]
         self.running_steps = [j for j, _, st_, step in jobs if st_ == "RUNNING" and step]
-        runs = s.q("SELECT id, organization_id, node_execution_cap IS NOT NULL"
+        runs = s.q("SELECT id, organization_id, node_execution_cap"
                    " FROM workflow.workflow_runs ORDER BY id")
         self.runs = [r[0] for r in runs]
         self.run_org = {r[0]: r[1] for r in runs}
-        self.capped = [r[0] for r in runs if r[2]]
+        self.capped = [r[0] for r in runs if r[2] is not None]
+        self.cap_of = {r[0]: r[2] for r in runs}
         self.steps = s.q("SELECT id, workflow_run_id, step_key FROM workflow.workflow_steps"
                          " ORDER BY id")
         self.token_of = {j: t for j, t in self.jobs}
@@ -976,6 +977,9 @@ def resolve_uuid(ref, P):
     if kind in pick:
         rows = pick[kind]
         return rows[i % len(rows)] if rows else u
+    if kind == "lastcapped":
+        # the newest run with a cap (ids are time-ordered)
+        return P.capped[-1] if P.capped else u
     if kind == "fix":
         return FIX.get(i, u)
     if kind == "nil":
@@ -1956,6 +1960,12 @@ def resolve(fn, specs, P):
             values.append(v)
         elif typ == "jsonb":
             v = resolve_jsonb(spec)
+            params.append(v)
+            values.append(v)
+        elif typ == "int4" and isinstance(spec, tuple) and spec and spec[0] == "cap":
+            # the cap in force of the run named first, plus spec[1]
+            cap = P.cap_of.get(values[0]) if values else None
+            v = None if cap is None else max(INT32_MIN, min(INT32_MAX, cap + spec[1]))
             params.append(v)
             values.append(v)
         elif typ in ("int4", "bool", "timestamptz"):
@@ -3416,7 +3426,7 @@ def limits_definition(draw):
     d = {"name": "limits-fuzz", "steps": steps,
          "limits": None if draw(st.integers(0, 9)) == 0 else limits}
     validity, what = "valid", "valid"
-    if draw(st.integers(0, 2)) > 0:
+    if draw(st.integers(0, 2)) == 0:
         validity = "invalid"
         how = draw(st.sampled_from(["shape", "value", "value", "unknown", "both", "order"]))
         lim = d["limits"] if isinstance(d["limits"], dict) else {}
@@ -3501,18 +3511,40 @@ def limits_start_action(draw):
     return a
 
 
+@st.composite
+def capped_then_increases(draw):
+    """A run started with a node_execution_cap, then increases of its cap
+    (each read when it is made: the cap, near it, or hostile), one of them
+    maybe repeated at once."""
+    cap = draw(st.integers(1, 3))
+    d = {"name": "capped-fuzz", "limits": {"node_execution_cap": cap},
+         "steps": [{"key": "c%d" % i, "job_type": "fz.cap"} for i in range(draw(st.integers(1, 5)))]}
+    start = action("start_run", ("def", json.dumps(d)), None, None)
+    start["validity"] = "valid"
+    start["limits"] = "valid"
+    out = [start]
+    for _ in range(draw(st.integers(1, 3))):
+        out.append(draw(increase_action(("lastcapped", 0, draw(st.uuids())))))
+        if draw(st.booleans()):
+            out.append({"fn": "increase_execution_allowance", "again": True, "args": []})
+    return out
+
+
 cap_value = weighted((6, st.integers(1, 6)), (1, st.sampled_from([0, -1, INT32_MAX, INT32_MIN])),
                      (1, st.none()))
 
 
 @st.composite
-def increase_action(draw):
-    run = draw(weighted((6, st.tuples(st.just("capped"), st.integers(0, 63), st.uuids())),
-                        (2, run_ref), (1, saga_run)))
-    expected = draw(cap_value)
-    target = draw(weighted((5, st.integers(1, 3).map(
-        lambda k: None if expected is None else min(expected + k, INT32_MAX))),
-        (2, cap_value)))
+def increase_action(draw, run=None):
+    if run is None:
+        run = draw(weighted((6, st.tuples(st.just("capped"), st.integers(0, 63), st.uuids())),
+                            (2, run_ref), (1, saga_run)))
+    # mostly the cap in force (or near it), read when the call is made
+    near = draw(st.booleans())
+    expected = draw(weighted((5, st.tuples(st.just("cap"), st.integers(-1, 1) if near
+                                           else st.just(0))),
+                             (2, cap_value)))
+    target = draw(weighted((5, st.tuples(st.just("cap"), st.integers(-1, 3))), (2, cap_value)))
     return draw(trailing("increase_execution_allowance", [run, expected, target, draw(read_org)]))
 
 
@@ -3744,11 +3776,11 @@ def p_comp_defs(actions):
 
 @prop("1.9 limits: definitions with valid and hostile limits; increase_execution_allowance on"
       " capped runs and others, repeated, with the workers around them", 100)
-@given(st.lists(st.one_of(limits_start_action(), limits_start_action(), increase_action(),
-                          increase_action(), st.just({"fn": "increase_execution_allowance",
-                                                      "again": True, "args": []}),
-                          worker_action(), claim_any, cancel_run_action()),
-                min_size=1, max_size=6))
+@given(st.lists(st.one_of(capped_then_increases(), capped_then_increases(),
+                          st.one_of(limits_start_action(), limits_start_action(), increase_action(),
+                                    worker_action(), claim_any, cancel_run_action()).map(
+                                        lambda a: [a])),
+                min_size=1, max_size=4).map(lambda groups: [a for g in groups for a in g]))
 def p_limits(actions):
     run_actions(S, actions)
 
