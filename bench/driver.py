@@ -69,6 +69,7 @@ MODES = {
         saga_steps=10000, join_width=100,
         maint_total=1000000, maint_first=100000, maint_cycle=20000,
         worker_jobs=20000,
+        limits_fanout=10000,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -91,6 +92,7 @@ MODES = {
         saga_steps=10000, join_width=100,
         maint_total=200000, maint_first=20000, maint_cycle=10000,
         worker_jobs=20000,
+        limits_fanout=10000,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -114,12 +116,13 @@ MODES = {
         saga_steps=30, join_width=10,
         maint_total=3000, maint_first=1000, maint_cycle=500,
         worker_jobs=300,
+        limits_fanout=200,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
           "event_cost", "start_run", "graph", "bloat", "peers", "timers", "sagas",
-          "worker", "maintenance", "reference_end"]
+          "worker", "maintenance", "limits", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -1737,6 +1740,57 @@ class Bench:
         for rep in range(1, cfg["reps"] + 1):
             self.sagas_chain(db, rep, N)
         self.sagas_inputs(db)
+        self.drop_db(db)
+
+    def g_limits(self):
+        """Run limits (1.9): a fan-out of limits_fanout job steps (1 -> N ->
+        1, bench.def_fanout) worked by the clients with claim + complete_job
+        (claim_complete.sql), without limits and under concurrency_cap 8,
+        each from its run's start to its end, alternating within each
+        repetition; the target is capped / uncapped >= 0.8.  Under the cap
+        at most 8 of the N steps have jobs at once, so the workers find
+        fewer due jobs and every completion lets the next parked step run,
+        at the run row."""
+        cfg = self.cfg
+        if self.scalar("bench_template", "SELECT count(*) FROM pg_proc WHERE proname ="
+                       " 'increase_execution_allowance'"
+                       " AND pronamespace = 'workflow'::regnamespace") == "0":
+            self.say("  the installed extension has no run limits (before 1.9): nothing to measure")
+            return
+        db = self.fresh_db("wf_limits")
+        c8 = self.clients
+        N = cfg["limits_fanout"]
+        self.put_def(db, "limits.plain", "bench.def_fanout(%d, 'bench.limits')" % N)
+        self.put_def(db, "limits.capped", "bench.def_fanout(%d, 'bench.limits')"
+                     " || '{\"limits\": {\"concurrency_cap\": 8}}'::jsonb" % N)
+        last = {}
+        for rep in range(1, cfg["reps"] + 1):
+            for key in ("limits.plain", "limits.capped"):
+                run = self.scalar(db, "SELECT workflow.start_run(def) FROM bench.defs"
+                                      " WHERE name = '%s'" % key)
+                mark = self.log_mark()
+                agg = self.drive_until_done(db, key, c8, "bench.limits", [run],
+                                            first_seg=last.get(key, 5))
+                e1, e2 = self.check_log(key, mark)
+                st = self.scalar(db, "SELECT status FROM workflow.workflow_runs"
+                                     " WHERE id = '%s'" % run)
+                if st != "SUCCEEDED":
+                    raise BenchError("%s: run ended %s" % (key, st))
+                self.verify(db, run)
+                steps = int(self.scalar(db, "SELECT steps_total FROM workflow.workflow_runs"
+                                            " WHERE id = '%s'" % run))
+                secs = self.run_span(db, [run])
+                last[key] = secs * 1.05
+                title = ("fan-out 1 -> %d -> 1, %s: claim + complete_job"
+                         % (N, "concurrency_cap 8" if key == "limits.capped" else "no limits"))
+                self.record(group="limits", key=key, title=title, clients=c8, rep=rep,
+                            value="%.3f" % (steps / secs), unit="steps/s", events=steps,
+                            seconds="%.3f" % secs, tx=agg["tx"], failed=agg["failed"],
+                            ser_failures=agg["ser"], dl_failures=agg["dl"],
+                            retried=agg["retried"], retries=agg["retries"], e40001=e1,
+                            e40P01=e2, orphans=agg["orphans"])
+                self.say("  %s rep %d/%d: %d steps in %.2f s = %.0f steps/s (40001 %d, 40P01 %d)"
+                         % (key, rep, cfg["reps"], steps, secs, steps / secs, e1, e2))
         self.drop_db(db)
 
     def worker_binary(self):

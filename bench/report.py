@@ -249,6 +249,7 @@ def targets(S, ref, meta, rows):
     timers_targets(S, ref, c, cfg, rows, add)
     sagas_targets(S, cfg, rows, add)
     maintenance_targets(S, c, add)
+    limits_targets(S, c, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -572,6 +573,17 @@ def maintenance_targets(S, c, add):
             " (the same run)" % l["events"], ">=", 0.8,
             l["median"] / f["median"] if f["median"] else None,
             "%s vs %s" % (fmt(l["median"], l["unit"]), fmt(f["median"], f["unit"])))
+
+
+def limits_targets(S, c, rows, add):
+    """The limits group (1.9): a fan-out under concurrency_cap 8 against
+    the same without limits, repetition by repetition."""
+    a, b = S.get(("limits.capped", c)), S.get(("limits.plain", c))
+    if a and b:
+        add("fan-out of %d job steps under concurrency_cap 8, %d clients, steps/s x the same"
+            " run without limits" % (a["events"] // max(a["reps"], 1) - 2, c), ">=", 0.8,
+            paired_ratio_keys(rows, "limits.capped", "limits.plain"),
+            "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"])))
 
 
 def timers_tables(S, ref, c, raw, P):
