@@ -35,10 +35,10 @@
 static int32 Room(const WfRunRoom *room);
 static int	LockOldestParked(const pg_uuid_t *run_id, int32 n,
 							 pg_uuid_t **ids);
-static void StartParked(pg_uuid_t *ids, int n);
-static void RecordExhausted(const pg_uuid_t *run_id, WfRunRoom *room);
-static void WriteRoom(const pg_uuid_t *run_id, int32 admitted,
-					  const WfRunRoom *room);
+static void StartParked(const pg_uuid_t *run_id, pg_uuid_t *ids, int n,
+						int32 exhausted_cap);
+static bool Exhausted(const WfRunRoom *room);
+static void WriteExhaustedCap(const pg_uuid_t *run_id, int32 exhausted_cap);
 
 /* Room is how many more steps the run's caps let run now. */
 static int32
@@ -83,10 +83,14 @@ LockOldestParked(const pg_uuid_t *run_id, int32 n, pg_uuid_t **ids)
 
 /*
  * StartParked moves parked steps the caller holds to ENQUEUED, each with a
- * new job id and step_released, and creates their jobs.
+ * new job id and step_released, writes their move to the run row the
+ * caller holds (with the cap whose exhaustion is on record) in the same
+ * statement, and creates their jobs: two statements, however many steps,
+ * in a section every completion of the run waits for.
  */
 static void
-StartParked(pg_uuid_t *ids, int n)
+StartParked(const pg_uuid_t *run_id, pg_uuid_t *ids, int n,
+			int32 exhausted_cap)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -99,17 +103,29 @@ StartParked(pg_uuid_t *ids, int n)
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_released',"
 		"  pg_catalog.jsonb_build_object('job_id', u.job_id)"
-		"  FROM u WHERE $2)"
+		"  FROM u WHERE $2),"
+		" r AS (UPDATE workflow.workflow_runs SET"
+		" steps_active = steps_active" OP("+") "$4,"
+		" steps_parked = steps_parked" OP("-") "$4,"
+		" executions_used = executions_used" OP("+") "$4,"
+		" allowance_exhausted_cap = $5"
+		" WHERE id" OP("=") "$3)"
 		" SELECT 1 FROM u";
-	static const Oid types[2] = {UUIDARRAYOID, BOOLOID};
+	static const Oid types[5] = {UUIDARRAYOID, BOOLOID, UUIDOID, INT4OID,
+	INT4OID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);
-	Datum		values[2];
+	Datum		values[5];
+	char		nulls[5] = "     ";
 
 	for (int i = 0; i < n; i++)
 		ids_d[i] = UUIDPGetDatum(&ids[i]);
 	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
 	values[1] = BoolGetDatum(WfHistoryRecordsSteps());
-	if (WfExecuteAsEngine(&plan, sql, 2, types, values, NULL) != SPI_OK_SELECT ||
+	values[2] = UUIDPGetDatum(run_id);
+	values[3] = Int32GetDatum(n);
+	values[4] = Int32GetDatum(exhausted_cap);
+	nulls[4] = exhausted_cap == 0 ? 'n' : ' ';
+	if (WfExecuteAsEngine(&plan, sql, 5, types, values, nulls) != SPI_OK_SELECT ||
 		SPI_processed != (uint64) n)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
@@ -119,18 +135,15 @@ StartParked(pg_uuid_t *ids, int n)
 }
 
 /*
- * RecordExhausted writes execution_allowance_exhausted when work waits
- * only for executions and this cap's exhaustion is not on record yet.
+ * Exhausted says whether work is left waiting only for executions at a
+ * cap whose exhaustion is not on record yet.
  */
-static void
-RecordExhausted(const pg_uuid_t *run_id, WfRunRoom *room)
+static bool
+Exhausted(const WfRunRoom *room)
 {
-	if (room->parked == 0 || room->node_execution_cap == 0 ||
-		room->executions < room->node_execution_cap ||
-		room->exhausted_cap == room->node_execution_cap)
-		return;
-	WfRecordAllowanceExhausted(run_id, room->node_execution_cap);
-	room->exhausted_cap = room->node_execution_cap;
+	return room->parked > 0 && room->node_execution_cap > 0 &&
+		room->executions >= room->node_execution_cap &&
+		room->exhausted_cap != room->node_execution_cap;
 }
 
 /*
@@ -151,30 +164,23 @@ WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap)
 }
 
 /*
- * WriteRoom writes to the run row, which the caller holds, the admitted
- * steps' move from parked to active and their executions, and the cap
- * whose exhaustion is on record.
+ * WriteExhaustedCap writes to the run row, which the caller holds, the cap
+ * whose exhaustion is now on record, when no step was let run (StartParked
+ * writes it with theirs otherwise).
  */
 static void
-WriteRoom(const pg_uuid_t *run_id, int32 admitted, const WfRunRoom *room)
+WriteExhaustedCap(const pg_uuid_t *run_id, int32 exhausted_cap)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
-		"UPDATE workflow.workflow_runs SET"
-		" steps_active = steps_active" OP("+") "$2,"
-		" steps_parked = steps_parked" OP("-") "$2,"
-		" executions_used = executions_used" OP("+") "$2,"
-		" allowance_exhausted_cap = $3"
+		"UPDATE workflow.workflow_runs SET allowance_exhausted_cap = $2"
 		" WHERE id" OP("=") "$1";
-	static const Oid types[3] = {UUIDOID, INT4OID, INT4OID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
+	static const Oid types[2] = {UUIDOID, INT4OID};
+	Datum		values[2];
 
 	values[0] = UUIDPGetDatum(run_id);
-	values[1] = Int32GetDatum(admitted);
-	values[2] = Int32GetDatum(room->exhausted_cap);
-	nulls[2] = room->exhausted_cap == 0 ? 'n' : ' ';
-	WfExecute(&plan, sql, 3, types, values, nulls, false, 0);
+	values[1] = Int32GetDatum(exhausted_cap);
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
 }
 
 /*
@@ -187,27 +193,27 @@ int32
 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room)
 {
 	int32		want = Room(room);
-	int			admitted = 0;
-	int32		exhausted_before = room->exhausted_cap;
+	bool		exhausted;
+	pg_uuid_t  *ids = NULL;
 
-	if (want > 0)
+	if (want > 0 &&
+		LockOldestParked(run_id, want, &ids) != want)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": run %s counts %d parked steps but has fewer",
+						WfUuidString(run_id), room->parked)));
+	room->active += want;
+	room->parked -= want;
+	room->executions += want;
+	exhausted = Exhausted(room);
+	if (exhausted)
 	{
-		pg_uuid_t  *ids;
-
-		admitted = LockOldestParked(run_id, want, &ids);
-		if (admitted != want)
-			ereport(ERROR,
-					(errcode(WF_SQLSTATE_INTERNAL),
-					 errmsg(WF_INTERNAL_STATE ": run %s counts %d parked steps but has %d",
-							WfUuidString(run_id), room->parked, admitted)));
-		StartParked(ids, admitted);
-		pfree(ids);
-		room->active += admitted;
-		room->parked -= admitted;
-		room->executions += admitted;
+		WfRecordAllowanceExhausted(run_id, room->node_execution_cap);
+		room->exhausted_cap = room->node_execution_cap;
 	}
-	RecordExhausted(run_id, room);
-	if (admitted > 0 || room->exhausted_cap != exhausted_before)
-		WriteRoom(run_id, admitted, room);
-	return admitted;
+	if (want > 0)
+		StartParked(run_id, ids, want, room->exhausted_cap);
+	else if (exhausted)
+		WriteExhaustedCap(run_id, room->exhausted_cap);
+	return want;
 }
