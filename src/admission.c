@@ -17,11 +17,12 @@
  * execution_allowance_exhausted, once per cap value.
  *
  * Locks: the parked step rows, after the run row, against the lock
- * order; NOWAIT, so a holder turns into workflow.release_conflict.  The
- * other paths that lock parked steps (cancel_run, compensate_run,
+ * order; SKIP LOCKED, so never waited for.  The other paths that lock
+ * parked steps (cancel_run, compensate_run, the deadline sweep,
  * increase_execution_allowance) hold the run's release lock exclusive,
- * which every admitting transaction holds shared, so this waits only on
- * an outside transaction that locked the rows by hand.
+ * which every admitting transaction holds shared, so only an outside
+ * transaction that locked the rows by hand is skipped: its step waits for
+ * the next admission.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,10 +34,8 @@
 #include "workflow.h"
 
 static int32 Room(const WfRunRoom *room);
-static int	LockOldestParked(const pg_uuid_t *run_id, int32 n,
-							 pg_uuid_t **ids);
-static void StartParked(const pg_uuid_t *run_id, pg_uuid_t *ids, int n,
-						int32 exhausted_cap);
+static uint64 RunStartParked(void *arg);
+static int32 StartParked(const pg_uuid_t *run_id, int32 n);
 static bool Exhausted(const WfRunRoom *room);
 static void WriteExhaustedCap(const pg_uuid_t *run_id, int32 exhausted_cap);
 
@@ -53,85 +52,71 @@ Room(const WfRunRoom *room)
 	return Max(n, 0);
 }
 
-/*
- * LockOldestParked locks up to n of the run's parked steps, oldest first,
- * NOWAIT; returns how many, with their ids.
- */
-static int
-LockOldestParked(const pg_uuid_t *run_id, int32 n, pg_uuid_t **ids)
+/* what StartParked's statement is run with */
+typedef struct StartParkedCall
 {
-	static SPIPlanPtr plan = NULL;
-	static const char *sql =
-		"SELECT s.id FROM workflow.workflow_steps s"
-		" WHERE s.workflow_run_id" OP("=") "$1 AND s.parked_at IS NOT NULL"
-		" AND s.status" OP("=") "'PARKED'::workflow.step_status"
-		" ORDER BY s.parked_at, s.id LIMIT $2"
-		" FOR NO KEY UPDATE NOWAIT";
-	static const Oid types[2] = {UUIDOID, INT4OID};
-	Datum		values[2];
-	int			nlocked;
-
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = Int32GetDatum(n);
-	WfExecuteNowait(&plan, sql, 2, types, values, NULL);
-	nlocked = (int) SPI_processed;
-	*ids = palloc(sizeof(pg_uuid_t) * Max(nlocked, 1));
-	for (int i = 0; i < nlocked; i++)
-		WfResultUuid(i, 1, &(*ids)[i]);
-	return nlocked;
-}
+	Datum		values[3];
+} StartParkedCall;
 
 /*
- * StartParked moves parked steps the caller holds to ENQUEUED, each with a
- * new job id and step_released, writes their move to the run row the
- * caller holds (with the cap whose exhaustion is on record) in the same
- * statement, and creates their jobs: two statements, however many steps,
- * in a section every completion of the run waits for.
+ * RunStartParked runs StartParked's statement, which may leave jobs due
+ * (notify.c); returns how many jobs it made.
  */
-static void
-StartParked(const pg_uuid_t *run_id, pg_uuid_t *ids, int n,
-			int32 exhausted_cap)
+static uint64
+RunStartParked(void *arg)
 {
-	static SPIPlanPtr plan = NULL;
-	static const char *sql =
-		"WITH u AS (UPDATE workflow.workflow_steps s SET"
+	/*
+	 * The oldest parked steps, as many as fit, locked SKIP LOCKED: against
+	 * the lock order (after the run row), so they are never waited for;
+	 * only a transaction outside the engine could hold one (every path of
+	 * the engine that locks parked steps holds the run's release lock
+	 * exclusive, which an admitting call excludes), and that step waits
+	 * for the next admission.
+	 */
+	static WfDueStatement st = {
+		"WITH p AS (SELECT x.id FROM workflow.workflow_steps x"
+		" WHERE x.workflow_run_id" OP("=") "$1 AND x.parked_at IS NOT NULL"
+		" AND x.status" OP("=") "'PARKED'::workflow.step_status"
+		" ORDER BY x.parked_at, x.id LIMIT $2"
+		" FOR NO KEY UPDATE SKIP LOCKED),"
+		" u AS (UPDATE workflow.workflow_steps s SET"
 		" status = 'ENQUEUED', job_id = workflow.uuid_v7(), parked_at = NULL,"
-		" history_gap = s.history_gap OR NOT $2,"
+		" history_gap = s.history_gap OR NOT $3,"
 		" updated_at = pg_catalog.statement_timestamp()"
-		" WHERE s.id" OP("=") "ANY ($1)"
-		" RETURNING s.workflow_run_id, s.step_key, s.job_id),"
+		" FROM p WHERE s.id" OP("=") "p.id RETURNING s.*),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_released',"
 		"  pg_catalog.jsonb_build_object('job_id', u.job_id)"
-		"  FROM u WHERE $2),"
+		"  FROM u WHERE $3),"
+		" n AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM u),"
 		" r AS (UPDATE workflow.workflow_runs SET"
-		" steps_active = steps_active" OP("+") "$4,"
-		" steps_parked = steps_parked" OP("-") "$4,"
-		" executions_used = executions_used" OP("+") "$4,"
-		" allowance_exhausted_cap = $5"
-		" WHERE id" OP("=") "$3)"
-		" SELECT 1 FROM u";
-	static const Oid types[5] = {UUIDARRAYOID, BOOLOID, UUIDOID, INT4OID,
-	INT4OID};
-	Datum	   *ids_d = palloc(sizeof(Datum) * n);
-	Datum		values[5];
-	char		nulls[5] = "     ";
+		" steps_active = steps_active" OP("+") "n.n,"
+		" steps_parked = steps_parked" OP("-") "n.n,"
+		" executions_used = executions_used" OP("+") "n.n"
+		" FROM n WHERE id" OP("=") "$1) "
+		WF_STEP_JOBS_INSERT " FROM u AS s"};
+	static const Oid types[3] = {UUIDOID, INT4OID, BOOLOID};
+	StartParkedCall *call = (StartParkedCall *) arg;
 
-	for (int i = 0; i < n; i++)
-		ids_d[i] = UUIDPGetDatum(&ids[i]);
-	values[0] = WfArray(ids_d, NULL, n, UUIDOID);
-	values[1] = BoolGetDatum(WfHistoryRecordsSteps());
-	values[2] = UUIDPGetDatum(run_id);
-	values[3] = Int32GetDatum(n);
-	values[4] = Int32GetDatum(exhausted_cap);
-	nulls[4] = exhausted_cap == 0 ? 'n' : ' ';
-	if (WfExecuteAsEngine(&plan, sql, 5, types, values, nulls) != SPI_OK_SELECT ||
-		SPI_processed != (uint64) n)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": parked steps changed while locked")));
-	WfInsertStepJobs(ids, n);
-	pfree(ids_d);
+	return WfExecuteDue(&st, 3, types, call->values, NULL);
+}
+
+/*
+ * StartParked lets run up to n of the run's parked steps, oldest first:
+ * ENQUEUED, each with a new job id, step_released and its job, and their
+ * move from parked to active, and their executions, written to the run
+ * row the caller holds; all in one statement, in a section every
+ * completion of the run waits for.  Returns how many it let run.
+ */
+static int32
+StartParked(const pg_uuid_t *run_id, int32 n)
+{
+	StartParkedCall call;
+
+	call.values[0] = UUIDPGetDatum(run_id);
+	call.values[1] = Int32GetDatum(n);
+	call.values[2] = BoolGetDatum(WfHistoryRecordsSteps());
+	return (int32) WfRunAsEngine(RunStartParked, &call);
 }
 
 /*
@@ -193,27 +178,16 @@ int32
 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room)
 {
 	int32		want = Room(room);
-	bool		exhausted;
-	pg_uuid_t  *ids = NULL;
+	int32		admitted = want > 0 ? StartParked(run_id, want) : 0;
 
-	if (want > 0 &&
-		LockOldestParked(run_id, want, &ids) != want)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": run %s counts %d parked steps but has fewer",
-						WfUuidString(run_id), room->parked)));
-	room->active += want;
-	room->parked -= want;
-	room->executions += want;
-	exhausted = Exhausted(room);
-	if (exhausted)
+	room->active += admitted;
+	room->parked -= admitted;
+	room->executions += admitted;
+	if (Exhausted(room))
 	{
 		WfRecordAllowanceExhausted(run_id, room->node_execution_cap);
 		room->exhausted_cap = room->node_execution_cap;
-	}
-	if (want > 0)
-		StartParked(run_id, ids, want, room->exhausted_cap);
-	else if (exhausted)
 		WriteExhaustedCap(run_id, room->exhausted_cap);
-	return want;
+	}
+	return admitted;
 }

@@ -797,16 +797,7 @@ static void
 InsertRootJobs(NewRun *run)
 {
 	static WfDueStatement jobs = {
-		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
-		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
-		" workflow_run_id, workflow_step_id, generation, deadline_at)"
-		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
-		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" CASE WHEN s.start_after_seconds IS NULL"
-		"  THEN pg_catalog.statement_timestamp()"
-		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
-		"   secs => s.start_after_seconds) END,"
-		" s.workflow_run_id, s.id, 0, s.deadline_at"
+		WF_STEP_JOBS_INSERT
 		" FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1"
 		" AND s.id" OP("=") "ANY ($2)"};

@@ -99,16 +99,7 @@ void
 WfInsertStepJobs(const pg_uuid_t *ids, int n)
 {
 	static WfDueStatement insert = {
-		"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id,"
-		" payload, priority, stage, max_attempts, timeout_seconds, run_at,"
-		" workflow_run_id, workflow_step_id, generation, deadline_at)"
-		" SELECT s.job_id, s.job_type, s.organization_id, s.payload,"
-		" s.priority, s.stage, s.max_attempts, s.timeout_seconds,"
-		" CASE WHEN s.start_after_seconds IS NULL"
-		"  THEN pg_catalog.statement_timestamp()"
-		"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval("
-		"   secs => s.start_after_seconds) END,"
-		" s.workflow_run_id, s.id, s.generation, s.deadline_at"
+		WF_STEP_JOBS_INSERT
 		" FROM workflow.workflow_steps s WHERE s.id" OP("=") "ANY ($1)"};
 	static const Oid insert_types[1] = {UUIDARRAYOID};
 	Datum	   *ids_d = palloc(sizeof(Datum) * n);

@@ -291,6 +291,25 @@ extern void WfDetailTimestamp(StringInfo buf, const char *key,
 extern char *WfDetailEnd(StringInfo buf);
 
 /* run_jobs.c: a run's live jobs, and the jobs of released steps */
+
+/*
+ * The INSERT of the jobs of released job steps, each copied from its step
+ * (its job_id, job and options, generation and deadline), due now or
+ * start_after_seconds later; the statement that uses it ends it with a FROM
+ * clause whose rows are steps, aliased s.
+ */
+#define WF_STEP_JOBS_INSERT \
+	"INSERT INTO workflow.job_queue AS j (id, job_type, organization_id," \
+	" payload, priority, stage, max_attempts, timeout_seconds, run_at," \
+	" workflow_run_id, workflow_step_id, generation, deadline_at)" \
+	" SELECT s.job_id, s.job_type, s.organization_id, s.payload," \
+	" s.priority, s.stage, s.max_attempts, s.timeout_seconds," \
+	" CASE WHEN s.start_after_seconds IS NULL" \
+	"  THEN pg_catalog.statement_timestamp()" \
+	"  ELSE pg_catalog.statement_timestamp()" OP("+") "pg_catalog.make_interval(" \
+	"   secs => s.start_after_seconds) END," \
+	" s.workflow_run_id, s.id, s.generation, s.deadline_at"
+
 extern uint64 WfLockLiveJobs(const pg_uuid_t *run_id, bool nowait,
 							 Datum **ids);
 extern void WfInsertStepJobs(const pg_uuid_t *ids, int n);
@@ -495,6 +514,7 @@ typedef struct WfXactHooks
 extern void WfXactStateInit(void);
 extern void WfRegisterXactHooks(const WfXactHooks *hooks);
 extern void WfRequireReadCommitted(void);
+extern uint64 WfRunAsEngine(uint64 (*action) (void *arg), void *arg);
 extern int	WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
 							  const Oid *argtypes, Datum *values,
 							  const char *nulls);

@@ -126,6 +126,31 @@ WfExecuteAsEngine(SPIPlanPtr *plan, const char *sql, int nargs,
 	return ret;
 }
 
+/*
+ * WfRunAsEngine runs action(arg), whose statements are the engine's own
+ * writes (as WfExecuteAsEngine runs one), and returns what it returns: for
+ * a statement that another wrapper runs, such as a job insert that may
+ * notify (WfExecuteDue).
+ */
+uint64
+WfRunAsEngine(uint64 (*action) (void *arg), void *arg)
+{
+	int			depth = engine_write_depth;
+	uint64		ret;
+
+	engine_write_depth++;
+	PG_TRY();
+	{
+		ret = action(arg);
+	}
+	PG_FINALLY();
+	{
+		engine_write_depth = depth;
+	}
+	PG_END_TRY();
+	return ret;
+}
+
 /* WfEngineWriting says whether one of the engine's own writes runs. */
 bool
 WfEngineWriting(void)
