@@ -56,6 +56,11 @@ BUILD_DEPS=(dpkg-dev gcc make bison flex perl pkg-config libreadline-dev zlib1g-
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
 export DEBIAN_FRONTEND=noninteractive
 umask 022
+# Run from make test, this inherits the outer make's MAKELEVEL (and its
+# flags): PostgreSQL's makefiles then take the build for a sub-make and
+# never generate their headers (utils/errcodes.h, ...), so the build of a
+# fresh source tree fails.  The build is a top-level make of its own.
+unset MAKELEVEL MAKEFLAGS MFLAGS MAKEOVERRIDES GNUMAKEFLAGS
 
 say() { echo "cassert-pg: $*"; }
 die() {
