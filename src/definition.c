@@ -160,7 +160,10 @@ CheckKeys(JsonbContainer *obj, const char *const *allowed, const char *where)
 	}
 }
 
-/* IntValue reads an integral JSON number in [min, max]. */
+/*
+ * IntValue reads an integral JSON number in [min, max]: a step's field
+ * what, or, with step NULL, the limit what of "limits".
+ */
 static int32
 IntValue(JsonbValue *v, int32 min, int32 max, const char *what,
 		 const char *step)
@@ -170,15 +173,25 @@ IntValue(JsonbValue *v, int32 min, int32 max, const char *what,
 	long		value;
 
 	if (v->type != jbvNumeric)
+	{
+		if (step == NULL)
+			wf_invalid_definition("limits.%s must be an integer, not %s", what,
+								  JsonTypeName(v));
 		wf_invalid_definition("step \"%s\": %s must be an integer, not %s",
 							  step, what, JsonTypeName(v));
+	}
 	text = DatumGetCString(DirectFunctionCall1(numeric_out,
 											   NumericGetDatum(v->val.numeric)));
 	errno = 0;
 	value = strtol(text, &end, 10);
 	if (*end != '\0' || errno != 0 || value < min || value > max)
+	{
+		if (step == NULL)
+			wf_invalid_definition("limits.%s must be an integer between %d and %d, not %s",
+								  what, min, max, text);
 		wf_invalid_definition("step \"%s\": %s must be an integer between %d and %d, not %s",
 							  step, what, min, max, text);
+	}
 	return (int32) value;
 }
 
@@ -747,23 +760,10 @@ static int32
 LimitValue(JsonbContainer *limits, const char *key, int32 min)
 {
 	JsonbValue *v = GetKey(limits, key);
-	char	   *text;
-	char	   *end;
-	long		value;
 
 	if (v == NULL || v->type == jbvNull)
 		return 0;
-	if (v->type != jbvNumeric)
-		wf_invalid_definition("limits.%s must be an integer, not %s", key,
-							  JsonTypeName(v));
-	text = DatumGetCString(DirectFunctionCall1(numeric_out,
-											   NumericGetDatum(v->val.numeric)));
-	errno = 0;
-	value = strtol(text, &end, 10);
-	if (*end != '\0' || errno != 0 || value < min || value > PG_INT32_MAX)
-		wf_invalid_definition("limits.%s must be an integer between %d and %d, not %s",
-							  key, min, PG_INT32_MAX, text);
-	return (int32) value;
+	return IntValue(v, min, PG_INT32_MAX, key, NULL);
 }
 
 /*
