@@ -298,5 +298,23 @@ SELECT m[1] AS channel, replace(m[2], runs.id::text, runs.name) AS payload
  WHERE m IS NOT NULL ORDER BY r.n;
 
 SELECT * FROM workflow.verify();
+
+-- A retry that finishes in its own call: the reset event step consumes
+-- the event stored while it was finished, and the run, still with a
+-- canceled step, ends as before; it moves to RUNNING and back, so its
+-- history shows it ran and ended again (and it notifies again).
+SELECT workflow.start_run('{"steps": [{"key": "e", "kind": "event", "event": "x", "wait_timeout_seconds": 60},
+    {"key": "w", "kind": "external"}, {"key": "c", "job_type": "oa.instant"}]}') AS instant \gset
+SELECT id AS instant_job FROM workflow.job_queue WHERE workflow_run_id = :'instant' \gset
+SELECT workflow.cancel_job(:'instant_job');
+UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
+ WHERE workflow_run_id = :'instant' AND step_key = 'e';
+SELECT workflow.fire_timers() AS fired;
+SELECT (workflow.send_event(:'instant', 'x', '{"late": 1}')).consumed_at IS NULL AS stored;
+SELECT status FROM workflow.complete_external_step(:'instant', 'w', 'SUCCEEDED');
+SELECT workflow.retry_run(:'instant');
+SELECT event_type, detail - 'event_id' AS detail FROM workflow.run_history(:'instant')
+ WHERE step_key IS NULL ORDER BY id;
+SELECT * FROM workflow.verify(:'instant');
 TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;

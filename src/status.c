@@ -590,7 +590,22 @@ ApplyRunDelta(const RunDeltaEntry *entry, bool sharded)
 		entry->call == WF_CALL_COMPENSATE_ON_FAILURE)
 		new_status = "COMPENSATING";	/* whatever is left, it is undone */
 	if (strcmp(old_status, new_status) == 0)
+	{
+		/*
+		 * a retried run whose reset steps all finished in retry_run's own
+		 * call, ending as before: it ran again and ended again, so it moves
+		 * twice (and notifies again), as a run that finishes inside
+		 * start_run does
+		 */
+		if (entry->call == WF_CALL_RETRY_RUN && WfRunStatusTerminal(new_status))
+		{
+			WfCheckRunMove(&entry->run_id, old_status, "RUNNING", entry->call);
+			SetRunStatus(&entry->run_id, old_status, "RUNNING", "run_status_changed");
+			WfCheckRunMove(&entry->run_id, "RUNNING", new_status, WF_CALL_STEP_CHANGE);
+			SetRunStatus(&entry->run_id, "RUNNING", new_status, "run_status_changed");
+		}
 		return;
+	}
 	WfCheckRunMove(&entry->run_id, old_status, new_status, entry->call);
 	SetRunStatus(&entry->run_id, old_status, new_status,
 				 new_status == entry->blocked ? "run_blocked" :
