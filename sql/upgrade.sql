@@ -256,4 +256,24 @@ SELECT workflow.increase_execution_allowance(:'up_capped', 1, 2);
 SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'up_capped' ORDER BY step_key;
 SELECT * FROM workflow.verify();
 DROP EXTENSION workflow CASCADE;
+
+-- 1.9 -> 1.10: the CHECK constraints of the run and job rows are gone;
+-- verify() checks what they kept
+CREATE EXTENSION workflow VERSION '1.9';
+SELECT conrelid::regclass, conname FROM pg_catalog.pg_constraint
+ WHERE contype = 'c' AND connamespace = 'workflow'::regnamespace ORDER BY 1, 2;
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT conrelid::regclass, conname FROM pg_catalog.pg_constraint
+ WHERE contype = 'c' AND connamespace = 'workflow'::regnamespace ORDER BY 1, 2;
+SELECT workflow.start_run('{"steps": [{"key": "p", "job_type": "up.t"}, {"key": "q", "job_type": "up.t"}],
+                            "limits": {"concurrency_cap": 1}}') AS up_ten \gset
+SELECT status, steps_parked FROM workflow.workflow_runs WHERE id = :'up_ten';
+SELECT * FROM workflow.verify();
+UPDATE workflow.workflow_runs SET concurrency_cap = 0 WHERE id = :'up_ten';
+UPDATE workflow.job_queue SET max_attempts = 0 WHERE workflow_run_id = :'up_ten';
+SELECT problem, expected, regexp_replace(actual, 'job \S+:', 'job J:') AS actual
+  FROM workflow.verify(:'up_ten')
+ WHERE problem LIKE '%out of range' ORDER BY problem;
+DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

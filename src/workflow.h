@@ -476,7 +476,7 @@ extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
 extern bool WfDatabaseListCheck(char **newval, void **extra, GucSource source);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.9"
+#define WF_SQL_VERSION "1.10"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

@@ -234,7 +234,7 @@ for my $t (@targets[ 0, 1 ])
 {
 	my ($node, $db, $label) = @$t;
 	is(sql($node, $db, "SELECT extversion FROM pg_extension WHERE extname = 'workflow'"),
-		'1.9', "$label: the extension is installed");
+		'1.10', "$label: the extension is installed");
 	is(sql($node, $db, $fingerprint_sql),
 		$origin_fingerprint, "$label: every row is as in the origin");
 	verify_is_clean($node, "$label after the restore", $db);

@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(463);
+SELECT plan(465);
 
 CREATE SCHEMA wf_tap;
 
@@ -683,10 +683,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.9', 'workflow is available with default version 1.9');
+          '1.10', 'workflow is available with default version 1.10');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.9'),
+            WHERE v.name = 'workflow' AND v.version = '1.10'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -695,7 +695,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.9', 'the installed version is 1.9');
+          '1.10', 'the installed version is 1.10');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -748,9 +748,18 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.8' AND p.target = '1.9'),
           '1.8--1.9', 'an installed 1.8 updates to 1.9 in one step');
-SELECT is((SELECT array_agg(v.version::text ORDER BY v.version)
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.10'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7--1.8--1.9--1.10',
+          'an installed 1.0 updates to 1.10 through 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8 and 1.9');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.9' AND p.target = '1.10'),
+          '1.9--1.10', 'an installed 1.9 updates to 1.10 in one step');
+SELECT is((SELECT array_agg(v.version::text
+                            ORDER BY pg_catalog.string_to_array(v.version::text, '.')::int[])
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9'], 'the versions 1.0 to 1.9 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9', '1.10'],
+          'the versions 1.0 to 1.10 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 
