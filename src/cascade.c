@@ -199,7 +199,6 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 	step->run_id = *run_id;
 	step->succeeded = (to == WF_COUNT_SUCCEEDED);
 	step->failed = (to == WF_COUNT_FAILED);
-	step->frees_place = false;
 }
 
 /*
@@ -268,6 +267,7 @@ AppendPending(void)
 	}
 	step = &pending_steps[n_pending++];
 	step->subid = GetCurrentSubTransactionId();
+	step->frees_place = false;
 	return step;
 }
 
