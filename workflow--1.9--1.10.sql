@@ -21,12 +21,7 @@ ALTER TABLE workflow.job_queue DROP CONSTRAINT job_queue_attempts_check,
 
 -- ---------------------------------------------------------------------------
 -- verify(), now with the values the constraints kept: a run's limits and
--- counters, and each job's attempts and timeout; and in a run whose only
--- cap is concurrency_cap, a parked step with room is a fault only when no
--- job step is active (a finished job
--- step hands its place over before the run row: if its transaction rolls
--- back after a concurrent one skipped the step it held, the place waits for
--- the run's next completion).
+-- counters, and each job's attempts and timeout.
 CREATE OR REPLACE FUNCTION workflow.verify(workflow_run_id uuid DEFAULT NULL)
 RETURNS TABLE (workflow_run_id uuid, step_key text, problem text,
                expected text, actual text)
@@ -702,9 +697,6 @@ SELECT r.id, NULL, 'executions above node_execution_cap', r.node_execution_cap::
   FROM runs r
  WHERE r.executions_used > r.node_execution_cap
 UNION ALL
--- (since 1.10, in a run whose only cap is concurrency_cap, a place handed
--- over by a completion that rolled back is given at the run's next
--- completion: such a run with an active job step is not stuck)
 SELECT r.id, NULL, 'parked step with room to run', 'no parked step',
        r.n_parked::text
   FROM runs r
@@ -712,7 +704,6 @@ SELECT r.id, NULL, 'parked step with room to run', 'no parked step',
    AND r.status::text IN ('RUNNING', 'WAITING_FOR_EXTERNAL', 'WAITING_FOR_ALLOWANCE')
    AND (r.concurrency_cap IS NULL OR r.n_active < r.concurrency_cap)
    AND (r.node_execution_cap IS NULL OR r.executions_used < r.node_execution_cap)
-   AND (r.n_active_jobs = 0 OR r.node_execution_cap IS NOT NULL)
 UNION ALL
 SELECT r.id, NULL, 'capped run with counter shards', '0', r.counter_shards::text
   FROM runs r

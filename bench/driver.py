@@ -1749,9 +1749,8 @@ class Bench:
         each from its run's start to its end, alternating within each
         repetition; the target is capped / uncapped >= 0.8.  Under the cap
         at most 8 of the N steps have jobs at once, so the workers find
-        fewer due jobs and every completion hands its place to the next
-        parked step (1.10: before the join and the run row; 1.9 did it at
-        the run row)."""
+        fewer due jobs and every completion lets the next parked step run,
+        at the run row."""
         cfg = self.cfg
         if self.scalar("bench_template", "SELECT count(*) FROM pg_proc WHERE proname ="
                        " 'increase_execution_allowance'"

@@ -110,7 +110,7 @@ static void SyncEventValues(const StepSync *sync, Datum *values, char *nulls);
 static void SyncStepClaimed(const StepSync *sync);
 static void SyncStepRequeued(const StepSync *sync);
 static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
-							 int16 *shard, bool *capped);
+							 int16 *shard);
 static void SyncStepsInOrder(const StepSync *items, int n);
 static void SyncSteps(const StepSync *items, int n);
 static void SyncStepsValues(const StepSync *items, int n, Datum *values);
@@ -602,8 +602,7 @@ SyncStepRequeued(const StepSync *sync)
  * the step's run and counter shard.
  */
 static bool
-SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard,
-				 bool *capped)
+SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -624,11 +623,11 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard,
 		" AND status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])"
 		" AND job_id" OP("=") "$7 AND workflow_run_id" OP("=") "$8"
 		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4 AS shard,"
-		" step_key, capped),"
+		" step_key),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT s.workflow_run_id, s.step_key, $9, $10::pg_catalog.jsonb FROM s"
 		" WHERE $9 IS NOT NULL)"
-		" SELECT s.workflow_run_id, s.shard, s.capped FROM s";
+		" SELECT s.workflow_run_id, s.shard FROM s";
 	static const Oid types[10] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
 	TEXTOID, TIMESTAMPTZOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[10];
@@ -651,7 +650,6 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard,
 		return false;
 	WfResultUuid(0, 1, run_id);
 	*shard = (int16) WfResultInt32(0, 2);
-	*capped = WfResultBool(0, 3);
 	return true;
 }
 
@@ -667,7 +665,6 @@ SyncStepsInOrder(const StepSync *items, int n)
 	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * n);
 	int16	   *shards = palloc(sizeof(int16) * n);
 	bool	   *finished = palloc(sizeof(bool) * n);
-	bool	   *capped = palloc(sizeof(bool) * n);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -677,17 +674,15 @@ SyncStepsInOrder(const StepSync *items, int n)
 		else if (strcmp(items[i].to, "ENQUEUED") == 0)
 			SyncStepRequeued(&items[i]);
 		else
-			finished[i] = SyncStepTerminal(&items[i], &runs[i], &shards[i],
-										   &capped[i]);
+			finished[i] = SyncStepTerminal(&items[i], &runs[i], &shards[i]);
 	}
 	for (int i = 0; i < n; i++)
 		if (finished[i])
-			WfNoteJobStepTerminal(&runs[i], shards[i], &items[i].step_id,
-								  items[i].to, capped[i]);
+			WfNoteStepTerminal(&runs[i], shards[i], &items[i].step_id,
+							   items[i].to, WF_COUNT_ACTIVE);
 	pfree(runs);
 	pfree(shards);
 	pfree(finished);
-	pfree(capped);
 }
 
 /*
@@ -743,11 +738,11 @@ SyncSteps(const StepSync *items, int n)
 		"  ELSE s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[]) END"
 		" RETURNING s.id, s.workflow_run_id,"
 		"  s.counter_shard::pg_catalog.int4 AS shard, x.status, s.step_key,"
-		"  x.event, x.detail, s.capped),"
+		"  x.event, x.detail),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, u.event, u.detail::pg_catalog.jsonb"
 		"  FROM u WHERE u.event IS NOT NULL)"
-		" SELECT u.id, u.workflow_run_id, u.shard, u.status, u.capped FROM u";
+		" SELECT u.id, u.workflow_run_id, u.shard, u.status FROM u";
 	static const Oid types[10] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
 	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID,
 	UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
@@ -828,8 +823,8 @@ NoteSyncedTerminal(void)
 			continue;
 		WfResultUuid(r, 1, &step_id);
 		WfResultUuid(r, 2, &run_id);
-		WfNoteJobStepTerminal(&run_id, (int16) WfResultInt32(r, 3), &step_id,
-							  to, WfResultBool(r, 5));
+		WfNoteStepTerminal(&run_id, (int16) WfResultInt32(r, 3), &step_id,
+						   to, WF_COUNT_ACTIVE);
 	}
 }
 

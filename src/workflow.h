@@ -164,9 +164,6 @@ extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const pg_uuid_t *step_id,
 							   const char *new_status, WfCounter from);
-extern void WfNoteJobStepTerminal(const pg_uuid_t *run_id, int16 shard,
-								  const pg_uuid_t *step_id,
-								  const char *new_status, bool capped);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
 extern void WfNoteHeldStep(const pg_uuid_t *step_id);
@@ -263,7 +260,6 @@ typedef struct WfRunRoom
 } WfRunRoom;
 
 extern int32 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room);
-extern int32 WfHandOffPlaces(const pg_uuid_t *run_id, int32 n);
 extern void WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap);
 
 /* run_moves.c: the run state machine */
