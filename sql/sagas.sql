@@ -138,13 +138,18 @@ SELECT payload FROM workflow.job_queue
  WHERE workflow_run_id = :'dag' AND compensation ORDER BY id;
 SELECT * FROM pg_temp.run(:'dag');
 SELECT * FROM pg_temp.steps(:'dag');
--- its history, in order
+-- its history, in order (the steps one statement released, or one claim
+-- started, by step key: their order within the statement follows their
+-- ids, or their counter shards, which are drawn)
 SELECT event_type, step_key,
        CASE WHEN event_type IN ('step_compensating') THEN detail - 'job_id' - 'completion_seq'
             WHEN event_type IN ('step_status_changed', 'run_status_changed', 'run_started',
                                 'compensation_started', 'step_compensated', 'step_compensation_failed')
             THEN detail - 'job_id' ELSE NULL END AS detail
-  FROM workflow.run_history(:'dag') ORDER BY id;
+  FROM workflow.run_history(:'dag')
+ ORDER BY CASE WHEN event_type IN ('step_released', 'step_started')
+               THEN min(id) OVER (PARTITION BY created_at, event_type) ELSE id END,
+          step_key, id;
 -- compensate_run again: the same status, no second chain
 SELECT workflow.compensate_run(:'dag') AS again;
 SELECT count(*) AS compensation_jobs FROM workflow.job_queue WHERE workflow_run_id = :'dag' AND compensation;
