@@ -80,7 +80,9 @@ $$;
 -- "job" where the detail names a job, "wake_at=defined" where the detail's
 -- wake_at is the step's release time plus its seconds (or its until),
 -- "wake_at" where it has one, and "event=<payload>" naming the inbox row
--- that detail's event_id points at
+-- that detail's event_id points at; the steps one statement canceled by
+-- step key (their order within the statement follows their ids, or their
+-- counter shards, which are drawn)
 CREATE FUNCTION pg_temp.h(run uuid)
 RETURNS TABLE (step_key text, event_type text, detail jsonb, facts text)
 LANGUAGE sql AS $$
@@ -98,6 +100,9 @@ LANGUAGE sql AS $$
                     THEN 'event=' || coalesce((SELECT i.payload::text FROM workflow.event_inbox i
                                                 WHERE i.id = (e.detail ->> 'event_id')::uuid), 'missing') END)
       FROM workflow.run_history(run) e
+     ORDER BY CASE WHEN e.event_type = 'step_canceled'
+                   THEN min(e.id) OVER (PARTITION BY e.created_at, e.event_type) ELSE e.id END,
+              e.step_key, e.id
 $$;
 -- take(type): claims one job of a type
 CREATE FUNCTION pg_temp.take(jt text)
