@@ -4,7 +4,7 @@
 -- bound raises job.invalid_argument and writes nothing.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 -- err() shows the SQLSTATE and stable code of an error; msg() the whole

@@ -7,7 +7,7 @@ SET workflow.retry_base_delay_ms = 0;
 -- a right outcome from a wrong one (a hash join happened to hide it).
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 -- steps(run) shows a run's steps without ids

@@ -1,7 +1,7 @@
 -- A claim filtered by organization or stage reads the claim index of that
 -- organization or stage, not the due jobs of the others.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 SELECT count(workflow.enqueue('cf', organization_id => '00000000-0000-0000-0000-00000000000a',
                               stage => 'busy'))

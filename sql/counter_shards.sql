@@ -3,7 +3,7 @@
 \set VERBOSITY terse
 LOAD 'workflow';
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 SELECT name, boot_val, min_val, max_val FROM pg_catalog.pg_settings

@@ -4,7 +4,7 @@
 -- the run-terminal notification on a channel per organization, when asked
 -- for.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.organization_members;
 
 CREATE FUNCTION pg_temp.state(stmt text) RETURNS text LANGUAGE plpgsql AS $$
@@ -75,7 +75,7 @@ SELECT status FROM workflow.workflow_runs WHERE id = :'run';
 -- step which does not name them back, or name it from another run or
 -- from no run, move nothing; verify() reports them.  All of it is rolled
 -- back.
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 SELECT workflow.start_run('{"name": "r1", "steps": [{"key": "x", "job_type": "d.x"},
                                                     {"key": "y", "job_type": "d.y", "depends_on": ["x"]}]}') AS r1 \gset

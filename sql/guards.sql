@@ -1,6 +1,6 @@
 -- Guard triggers, READ COMMITTED enforcement and search_path safety.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$

@@ -3,7 +3,7 @@
 -- and its errors; verify() against a tampered history.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 -- h(run) shows a run's history without ids, times and role names: "job"

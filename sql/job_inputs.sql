@@ -6,7 +6,7 @@
 -- organization's job looking like a missing one to a tenant role.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.organization_members;
 
 \set org_a 'a0000000-0000-4000-8000-00000000000a'

@@ -5,7 +5,7 @@
 -- increase_execution_allowance; retry_cap; executions_used.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox;
 
 -- try() shows a statement's result, or its SQLSTATE and stable code
@@ -88,7 +88,7 @@ SELECT pg_temp.def_error(l) FROM (VALUES
 SELECT count(*) AS runs_written FROM workflow.workflow_runs;
 SELECT node_execution_cap, concurrency_cap, cycle_cap, retry_cap, executions_used, counter_shards
   FROM workflow.workflow_runs ORDER BY node_execution_cap NULLS FIRST;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps;
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps, workflow.parked_steps;
 
 -- 2. retry_cap lowers every step's max_attempts to retry_cap + 1, and
 -- the jobs carry it: a job of five attempts fails for good at its second.
@@ -323,5 +323,5 @@ SELECT * FROM pg_temp.state(:'sl');
 
 -- everything else holds (the run of section 6 keeps its bad evidence)
 SELECT workflow_run_id = :'ho' AS bad_evidence_run, problem FROM workflow.verify();
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox;

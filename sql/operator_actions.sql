@@ -4,7 +4,7 @@
 -- retire_run and retry_run, and the moves each refuses.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;
 
 CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
@@ -316,5 +316,5 @@ SELECT workflow.retry_run(:'instant');
 SELECT event_type, detail - 'event_id' AS detail FROM workflow.run_history(:'instant')
  WHERE step_key IS NULL ORDER BY id;
 SELECT * FROM workflow.verify(:'instant');
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;

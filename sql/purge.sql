@@ -2,7 +2,7 @@
 -- plain jobs go in bounded batches, oldest first; live and young rows stay;
 -- every argument error; what a worker gets for a purged job.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 -- err() shows the SQLSTATE and stable code of an error; msg() the whole
@@ -232,7 +232,7 @@ SELECT * FROM pg_temp.runs_left();
 SELECT * FROM pg_temp.plain_left();
 
 -- batch bounds: 5 old runs, batch 2 -> 2, 2, 1, 0
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 SELECT count(workflow.start_run(jsonb_build_object('name', 'r' || i,
            'steps', jsonb_build_array(jsonb_build_object('key', 'x', 'kind', 'external')))))

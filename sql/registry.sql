@@ -3,7 +3,7 @@
 -- version per name), unregister_workflow, and start_workflow, which starts
 -- the active version pinned to it.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.workflow_definitions;
 
 \set org_a 'a0000000-0000-4000-8000-00000000000a'

@@ -9,7 +9,7 @@
 -- workflow._run_moves(), allows, and every move of the table is seen.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;
 
 -- pin(run, how) changes the registry under a run pinned to version 1 of
@@ -542,5 +542,5 @@ SELECT s.step_key, s.status, j.status AS job_status
 
 -- the files that follow truncate the runs but not the inbox: leave none of
 -- this file's rows behind
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;

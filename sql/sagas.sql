@@ -4,7 +4,7 @@
 -- definitions refused.
 \set VERBOSITY terse
 SET workflow.retry_base_delay_ms = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox;
 
 -- err() shows a statement's SQLSTATE and stable code; errm() its SQLSTATE
@@ -341,5 +341,5 @@ SELECT workflow.start_run('{"compensate_on": null, "steps": [{"key": "a", "job_t
 SELECT compensate_on_failure FROM workflow.workflow_runs WHERE id = :'nullon';
 
 SELECT * FROM workflow.verify();
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox, workflow.workflow_definitions;

@@ -1,6 +1,6 @@
 -- start_run: whole-definition validation, idempotency, release of roots.
 \set VERBOSITY terse
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 -- Every rule, each with a message that names the offending step.

@@ -14,7 +14,7 @@
 SET workflow.retry_base_delay_ms = 0;
 SET TimeZone = 'UTC';
 SET IntervalStyle = 'postgres';
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox;
 
 \set org_a 'a0000000-0000-4000-8000-00000000000a'
@@ -740,5 +740,5 @@ SELECT * FROM workflow.verify();
 
 -- the files that follow truncate the runs but not the inbox: leave none of
 -- this file's rows behind
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies, workflow.event_inbox;

@@ -276,4 +276,55 @@ SELECT problem, expected, regexp_replace(actual, 'job \S+:', 'job J:') AS actual
   FROM workflow.verify(:'up_ten')
  WHERE problem LIKE '%out of range' ORDER BY problem;
 DROP EXTENSION workflow CASCADE;
+
+-- 1.10 -> 1.11: parked steps wait in the parking queue, which the update
+-- fills from the steps parked at the time; the steps' parked index goes.
+-- A run of 1.10 under concurrency_cap 1: p runs, q and r are parked
+CREATE EXTENSION workflow VERSION '1.10';
+SELECT to_regclass('workflow.workflow_steps_parked_idx') IS NOT NULL AS parked_index;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total, steps_active,
+    steps_waiting, steps_blocked, steps_succeeded, steps_failed, steps_parked,
+    executions_used, concurrency_cap, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000d01',
+        '{"steps": [{"key": "p", "job_type": "up.d"}, {"key": "q", "job_type": "up.d"},
+                    {"key": "r", "job_type": "up.d"}], "limits": {"concurrency_cap": 1}}',
+        'RUNNING', 3, 1, 0, 0, 0, 0, 2, 1, 1, true);
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, max_attempts, lease_token,
+    leased_until, worker_id, started_at, workflow_run_id, workflow_step_id, generation)
+VALUES ('00000000-0000-7000-8000-000000000d11', 'up.d', 'RUNNING', 1, 1,
+        '00000000-0000-4000-8000-000000000d99', now() + interval '1 hour', 'up-worker', now(),
+        '00000000-0000-7000-8000-000000000d01', '00000000-0000-7000-8000-000000000d02', 0);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind, job_type,
+    max_attempts, status, job_id, released_at, started_at, parked_at, capped,
+    dependency_count_total, dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000d02', '00000000-0000-7000-8000-000000000d01', 'p',
+        'JOB', 'up.d', 1, 'RUNNING', '00000000-0000-7000-8000-000000000d11', now(), now(), NULL,
+        true, 0, 0, true),
+       ('00000000-0000-7000-8000-000000000d03', '00000000-0000-7000-8000-000000000d01', 'q',
+        'JOB', 'up.d', 1, 'PARKED', NULL, now() - interval '2 s', NULL, now() - interval '2 s',
+        true, 0, 0, true),
+       ('00000000-0000-7000-8000-000000000d04', '00000000-0000-7000-8000-000000000d01', 'r',
+        'JOB', 'up.d', 1, 'PARKED', NULL, now() - interval '1 s', NULL, now() - interval '1 s',
+        true, 0, 0, true);
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT s.step_key, q.parked_at = s.parked_at AS same_parked_at
+  FROM workflow.parked_steps q JOIN workflow.workflow_steps s ON s.id = q.workflow_step_id
+ ORDER BY s.step_key;
+SELECT to_regclass('workflow.workflow_steps_parked_idx') IS NOT NULL AS parked_index;
+SELECT * FROM workflow.verify();
+-- p's completion hands its place to the oldest parked step, q
+SELECT workflow.complete_job('00000000-0000-7000-8000-000000000d11',
+                             '00000000-0000-4000-8000-000000000d99', '{"done": true}');
+SELECT step_key, status FROM workflow.workflow_steps ORDER BY step_key;
+SELECT s.step_key AS still_parked
+  FROM workflow.parked_steps q JOIN workflow.workflow_steps s ON s.id = q.workflow_step_id;
+SELECT steps_active, steps_parked, executions_used FROM workflow.workflow_runs;
+SELECT * FROM workflow.verify();
+-- verify() reads the queue against the steps: a parked step without its
+-- row, and a row whose step is not parked
+UPDATE workflow.parked_steps SET workflow_step_id = '00000000-0000-7000-8000-000000000d03';
+SELECT step_key, problem FROM workflow.verify('00000000-0000-7000-8000-000000000d01')
+ ORDER BY problem;
+DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

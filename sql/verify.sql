@@ -3,7 +3,7 @@
 SET workflow.retry_base_delay_ms = 0;
 -- run counters on the run row here; sql/counter_shards.sql breaks shards
 SET workflow.counter_shards = 0;
-TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps,
+TRUNCATE workflow.job_queue, workflow.workflow_runs, workflow.workflow_run_counters, workflow.workflow_steps, workflow.parked_steps,
          workflow.workflow_step_dependencies;
 
 SELECT workflow.start_run('{"result_step": "c", "steps": [

@@ -5,7 +5,8 @@
  *	  execution allowance ran out.
  *
  * A job step of a run with node_execution_cap or concurrency_cap is never
- * released straight into a job: the cascade parks it (PARKED, parked_at),
+ * released straight into a job: the cascade parks it (PARKED, parked_at,
+ * and a row in the parking queue, workflow.parked_steps),
  * and the run's counter update (status.c) calls WfAdmitParked while it
  * holds the run row.  That row is the admission point: every change of a
  * capped run's active steps or executions passes through it, so two
@@ -16,13 +17,19 @@
  * because the executions reached node_execution_cap, it records
  * execution_allowance_exhausted, once per cap value.
  *
- * Locks: the parked step rows, after the run row, against the lock
- * order; SKIP LOCKED, so never waited for.  The other paths that lock
- * parked steps (cancel_run, compensate_run, the deadline sweep,
- * increase_execution_allowance) hold the run's release lock exclusive,
- * which every admitting transaction holds shared, so only an outside
- * transaction that locked the rows by hand is skipped: its step waits for
- * the next admission.
+ * A job step of a run whose only cap is concurrency_cap hands its place
+ * over as it finishes (WfHandOffPlaces): before the cascade and the run
+ * row, the place goes to the oldest parked step, so that admission at the
+ * run row only sees what is left.
+ *
+ * Locks: the parking queue's rows, after the run row (admission) or
+ * before the dependents and the run row (a hand-off), taken SKIP LOCKED,
+ * so never waited for; then the steps of the rows taken, which only the
+ * taker changes.  The other paths that end parked steps (cancel_run,
+ * compensate_run, the deadline sweep) hold the run's release lock
+ * exclusive, which every admitting transaction holds shared.  A row that
+ * another transaction holds (its hand-off, or a transaction outside the
+ * engine) is skipped: its step waits for the run's next completion.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,7 +41,9 @@
 #include "workflow.h"
 
 static int32 Room(const WfRunRoom *room);
-static uint64 RunStartParked(void *arg);
+static uint64 RunParkedStatement(void *arg);
+static int32 StartOldestParked(WfDueStatement *st, const pg_uuid_t *run_id,
+							   int32 n);
 static int32 StartParked(const pg_uuid_t *run_id, int32 n);
 static bool Exhausted(const WfRunRoom *room);
 static void WriteExhaustedCap(const pg_uuid_t *run_id, int32 exhausted_cap);
@@ -52,71 +61,126 @@ Room(const WfRunRoom *room)
 	return Max(n, 0);
 }
 
-/* what StartParked's statement is run with */
-typedef struct StartParkedCall
-{
-	Datum		values[3];
-} StartParkedCall;
+/*
+ * The oldest rows of run $1 in the parking queue, at most $2, taken: locked
+ * SKIP LOCKED (the filter may add a condition) and deleted; then their
+ * steps' start: ENQUEUED with a new job id, and step_released when $3 says
+ * the history records steps.  A row another transaction took and committed
+ * is gone, not a newer version, so skipping it leaves no lock behind.
+ */
+#define PARKED_TAKE(filter) \
+	"WITH p AS (SELECT q.workflow_run_id, q.parked_at, q.workflow_step_id" \
+	" FROM workflow.parked_steps q WHERE q.workflow_run_id" OP("=") "$1" filter \
+	" ORDER BY q.parked_at, q.workflow_step_id LIMIT $2" \
+	" FOR UPDATE SKIP LOCKED)," \
+	" d AS (DELETE FROM workflow.parked_steps q USING p" \
+	" WHERE q.workflow_run_id" OP("=") "p.workflow_run_id" \
+	" AND q.parked_at" OP("=") "p.parked_at" \
+	" AND q.workflow_step_id" OP("=") "p.workflow_step_id" \
+	" RETURNING q.workflow_step_id)," \
+	" u AS (UPDATE workflow.workflow_steps s SET" \
+	" status = 'ENQUEUED', job_id = workflow.uuid_v7(), parked_at = NULL," \
+	" history_gap = s.history_gap OR NOT $3," \
+	" updated_at = pg_catalog.statement_timestamp()" \
+	" FROM d WHERE s.id" OP("=") "d.workflow_step_id" \
+	" AND s.status" OP("=") "'PARKED'::workflow.step_status RETURNING s.*)," \
+	" e AS (" WF_INSERT_EVENTS \
+	" SELECT u.workflow_run_id, u.step_key, 'step_released'," \
+	"  pg_catalog.jsonb_build_object('job_id', u.job_id)" \
+	"  FROM u WHERE $3)"
 
 /*
- * RunStartParked runs StartParked's statement, which may leave jobs due
- * (notify.c); returns how many jobs it made.
+ * Admission at the run row: the steps, their jobs, and their move from
+ * parked to active, and their executions, written to the run row.
+ */
+static WfDueStatement start_parked = {
+	PARKED_TAKE("") ","
+	" n AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM u),"
+	" r AS (UPDATE workflow.workflow_runs SET"
+	" steps_active = steps_active" OP("+") "n.n,"
+	" steps_parked = steps_parked" OP("-") "n.n,"
+	" executions_used = executions_used" OP("+") "n.n"
+	" FROM n WHERE id" OP("=") "$1) "
+	WF_STEP_JOBS_INSERT " FROM u AS s"};
+
+/*
+ * A hand-off: the steps and their jobs, for a live run whose only cap is
+ * concurrency_cap; the caller adds their counts to the run's delta.
+ */
+static WfDueStatement hand_off = {
+	PARKED_TAKE(" AND EXISTS (SELECT FROM workflow.workflow_runs r"
+				" WHERE r.id" OP("=") "$1 AND r.node_execution_cap IS NULL"
+				" AND r.concurrency_cap IS NOT NULL"
+				" AND r.status" OP("=") "ANY ('{RUNNING,WAITING_FOR_EXTERNAL,"
+				"WAITING_FOR_ALLOWANCE}'::workflow.run_status[]))")
+	" " WF_STEP_JOBS_INSERT " FROM u AS s"};
+
+/* what a statement on the parking queue is run with */
+typedef struct ParkedCall
+{
+	WfDueStatement *st;
+	Datum		values[3];
+} ParkedCall;
+
+/*
+ * RunParkedStatement runs a statement on the parking queue, which may
+ * leave jobs due (notify.c); returns how many jobs it made.
  */
 static uint64
-RunStartParked(void *arg)
+RunParkedStatement(void *arg)
 {
-	/*
-	 * The oldest parked steps, as many as fit, locked SKIP LOCKED: against
-	 * the lock order (after the run row), so they are never waited for;
-	 * only a transaction outside the engine could hold one (every path of
-	 * the engine that locks parked steps holds the run's release lock
-	 * exclusive, which an admitting call excludes), and that step waits
-	 * for the next admission.
-	 */
-	static WfDueStatement st = {
-		"WITH p AS (SELECT x.id FROM workflow.workflow_steps x"
-		" WHERE x.workflow_run_id" OP("=") "$1 AND x.parked_at IS NOT NULL"
-		" AND x.status" OP("=") "'PARKED'::workflow.step_status"
-		" ORDER BY x.parked_at, x.id LIMIT $2"
-		" FOR NO KEY UPDATE SKIP LOCKED),"
-		" u AS (UPDATE workflow.workflow_steps s SET"
-		" status = 'ENQUEUED', job_id = workflow.uuid_v7(), parked_at = NULL,"
-		" history_gap = s.history_gap OR NOT $3,"
-		" updated_at = pg_catalog.statement_timestamp()"
-		" FROM p WHERE s.id" OP("=") "p.id RETURNING s.*),"
-		" e AS (" WF_INSERT_EVENTS
-		" SELECT u.workflow_run_id, u.step_key, 'step_released',"
-		"  pg_catalog.jsonb_build_object('job_id', u.job_id)"
-		"  FROM u WHERE $3),"
-		" n AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM u),"
-		" r AS (UPDATE workflow.workflow_runs SET"
-		" steps_active = steps_active" OP("+") "n.n,"
-		" steps_parked = steps_parked" OP("-") "n.n,"
-		" executions_used = executions_used" OP("+") "n.n"
-		" FROM n WHERE id" OP("=") "$1) "
-		WF_STEP_JOBS_INSERT " FROM u AS s"};
 	static const Oid types[3] = {UUIDOID, INT4OID, BOOLOID};
-	StartParkedCall *call = (StartParkedCall *) arg;
+	ParkedCall *call = (ParkedCall *) arg;
 
-	return WfExecuteDue(&st, 3, types, call->values, NULL);
+	return WfExecuteDue(call->st, 3, types, call->values, NULL);
 }
 
 /*
- * StartParked lets run up to n of the run's parked steps, oldest first:
- * ENQUEUED, each with a new job id, step_released and its job, and their
- * move from parked to active, and their executions, written to the run
- * row the caller holds; all in one statement, in a section every
+ * StartOldestParked lets run up to n of the run's parked steps, oldest
+ * first, each with step_released and its job, by the given statement, as
+ * the engine; returns how many it let run.
+ */
+static int32
+StartOldestParked(WfDueStatement *st, const pg_uuid_t *run_id, int32 n)
+{
+	ParkedCall	call;
+
+	call.st = st;
+	call.values[0] = UUIDPGetDatum(run_id);
+	call.values[1] = Int32GetDatum(n);
+	call.values[2] = BoolGetDatum(WfHistoryRecordsSteps());
+	return (int32) WfRunAsEngine(RunParkedStatement, &call);
+}
+
+/*
+ * StartParked lets run up to n of the run's parked steps, oldest first,
+ * and writes their move from parked to active, and their executions, to
+ * the run row the caller holds; all in one statement, in a section every
  * completion of the run waits for.  Returns how many it let run.
  */
 static int32
 StartParked(const pg_uuid_t *run_id, int32 n)
 {
-	StartParkedCall call;
+	return StartOldestParked(&start_parked, run_id, n);
+}
 
-	call.values[0] = UUIDPGetDatum(run_id);
-	call.values[1] = Int32GetDatum(n);
-	call.values[2] = BoolGetDatum(WfHistoryRecordsSteps());
-	return (int32) WfRunAsEngine(RunStartParked, &call);
+/*
+ * WfHandOffPlaces lets up to n of the run's parked steps run in the places
+ * that n of its job steps, finished in this transaction, free: the end of
+ * the statement calls it before the cascade locks any dependent and before
+ * the run row, so that a capped run's completions, which that row
+ * serializes, hold it no longer than an uncapped run's hold their join.
+ * Until this transaction commits, the run row still counts the finished
+ * steps active, so no other transaction can give their places away, and
+ * the cap holds without the row.  Only for a live run whose only cap is
+ * concurrency_cap: an execution under node_execution_cap is judged at the
+ * run row (WfAdmitParked).  The caller adds the moves to the run's counter
+ * delta.  Returns how many steps it let run.
+ */
+int32
+WfHandOffPlaces(const pg_uuid_t *run_id, int32 n)
+{
+	return StartOldestParked(&hand_off, run_id, n);
 }
 
 /*

@@ -96,6 +96,8 @@ CancelSteps(const pg_uuid_t *run_id, Datum reason, const char *nulls,
 		" WHERE s.workflow_run_id" OP("=") "$1"
 		" AND s.status" OP("=") "ANY ('{BLOCKED,PARKED,ENQUEUED,RUNNING,SLEEPING,WAITING_FOR_EXTERNAL}'::workflow.step_status[])"
 		" RETURNING s.workflow_run_id, s.step_key),"
+		" q AS (DELETE FROM workflow.parked_steps p"
+		" WHERE p.workflow_run_id" OP("=") "$1),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
 		"  pg_catalog.jsonb_build_object('error_code', $4, 'reason', $2)"

@@ -8,6 +8,9 @@
  * WfFinishPending processes them all at once:
  *
  *	1. the runs' release locks, shared, in ascending run id;
+ *	   the places that job steps of capped runs freed go to their runs'
+ *	   oldest parked steps (admission.c, SKIP LOCKED), before any
+ *	   dependent or run row is locked;
  *	2. breadth-first over the dependency edges: per level, the dependents
  *	   are locked in ascending id (NOWAIT for ids at or below the highest
  *	   dependent this transaction already holds, turned into
@@ -53,6 +56,7 @@ typedef struct WfTerminalStep
 	pg_uuid_t	run_id;
 	bool		succeeded;
 	bool		failed;			/* FAILED, not CANCELED */
+	bool		frees_place;	/* a capped run's job step whose job ended */
 	SubTransactionId subid;		/* where it was noted */
 } WfTerminalStep;
 
@@ -161,6 +165,9 @@ static int	CompensateOnFailure(WfTerminalStep *level, int nlevel,
 								pg_uuid_t **runs);
 static bool RunCompensatesOnFailure(const pg_uuid_t *run_id);
 static void StartCompensationOnFailure(const pg_uuid_t *run_id);
+static void HandOffFreedPlaces(const WfTerminalStep *level, int nlevel,
+							   const pg_uuid_t *compensating,
+							   int ncompensating);
 
 /*
  * WfNoteStepTerminal records that a step just became terminal: its run's
@@ -192,6 +199,21 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 	step->run_id = *run_id;
 	step->succeeded = (to == WF_COUNT_SUCCEEDED);
 	step->failed = (to == WF_COUNT_FAILED);
+}
+
+/*
+ * WfNoteJobStepTerminal records that a job step whose job ended is
+ * terminal, as WfNoteStepTerminal does; a step of a capped run frees its
+ * place under concurrency_cap, which the end of the statement hands to the
+ * run's oldest parked step before the cascade (HandOffFreedPlaces).
+ */
+void
+WfNoteJobStepTerminal(const pg_uuid_t *run_id, int16 shard,
+					  const pg_uuid_t *step_id, const char *new_status,
+					  bool capped)
+{
+	WfNoteStepTerminal(run_id, shard, step_id, new_status, WF_COUNT_ACTIVE);
+	pending_steps[n_pending - 1].frees_place = capped;
 }
 
 /*
@@ -244,6 +266,7 @@ AppendPending(void)
 		MemoryContextSwitchTo(old);
 	}
 	step = &pending_steps[n_pending++];
+	step->frees_place = false;
 	step->subid = GetCurrentSubTransactionId();
 	return step;
 }
@@ -444,9 +467,42 @@ CompensateOnFailure(WfTerminalStep *level, int nlevel, pg_uuid_t **runs)
 }
 
 /*
+ * HandOffFreedPlaces gives the places that a level's capped job steps freed
+ * to their runs' oldest parked steps (admission.c), run by run, and counts
+ * the steps it let run in their runs' deltas.  A run that starts its
+ * compensation gives nothing away.  The level is sorted by run.
+ */
+static void
+HandOffFreedPlaces(const WfTerminalStep *level, int nlevel,
+				   const pg_uuid_t *compensating, int ncompensating)
+{
+	for (int i = 0; i < nlevel;)
+	{
+		const pg_uuid_t *run_id = &level[i].run_id;
+		int32		freed = 0;
+		int32		started;
+		bool		undone = false;
+
+		for (; i < nlevel && WfUuidCompare(&level[i].run_id, run_id) == 0; i++)
+			freed += level[i].frees_place ? 1 : 0;
+		for (int c = 0; c < ncompensating && !undone; c++)
+			undone = WfUuidCompare(&compensating[c], run_id) == 0;
+		if (freed == 0 || undone)
+			continue;
+		/* a capped run keeps its counters on its run row: no shards */
+		started = WfHandOffPlaces(run_id, freed);
+		if (started == 0)
+			continue;
+		WfRunDeltaAdd(run_id, 0, WF_COUNT_PARKED, -started);
+		WfRunDeltaAdd(run_id, 0, WF_COUNT_ACTIVE, started);
+		WfRunDeltaAdd(run_id, 0, WF_COUNT_EXECUTIONS, started);
+	}
+}
+
+/*
  * FinishCollected processes the steps collected so far: release locks,
- * compensations a failure starts, cascade, run counters, compensation
- * chains.
+ * compensations a failure starts, the places capped job steps freed,
+ * cascade, run counters, compensation chains.
  */
 static void
 FinishCollected(void)
@@ -478,7 +534,10 @@ FinishCollected(void)
 	/* 2. a failure undoes its run before anything more is released */
 	ncompensating = CompensateOnFailure(level, nlevel, &compensating);
 
-	/* 3. breadth-first release and cancellation */
+	/* 3. the places of capped runs' finished job steps, to parked steps */
+	HandOffFreedPlaces(level, nlevel, compensating, ncompensating);
+
+	/* 4. breadth-first release and cancellation */
 	while (nlevel > 0)
 	{
 		WfTerminalStep *next = NULL;
@@ -490,10 +549,10 @@ FinishCollected(void)
 		nlevel = nnext;
 	}
 
-	/* 4. run counters and status, ascending run id */
+	/* 5. run counters and status, ascending run id */
 	WfApplyRunDeltas();
 
-	/* 5. the compensation chains: each run's next job, or its end */
+	/* 6. the compensation chains: each run's next job, or its end */
 	for (int i = 0; i < ncompensating; i++)
 		WfAdvanceCompensation(&compensating[i], 0);
 	for (int i = 0; i < nends; i++)
@@ -1100,8 +1159,8 @@ HoldDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
 /*
  * ParkDependentGroup applies one level's effect to a group of ready job
  * steps of capped runs: their counters, and PARKED with no job, released
- * at (and parked at) now, with step_parked; admission lets them run when
- * their run has room.
+ * at (and parked at) now, with their rows in the parking queue and
+ * step_parked; admission lets them run when their run has room.
  */
 static void
 ParkDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
@@ -1117,7 +1176,9 @@ ParkDependentGroup(pg_uuid_t *ids, int n, int32 done, int32 unsatisfied)
 		" history_gap = s.history_gap OR NOT $4,"
 		" updated_at = pg_catalog.statement_timestamp()"
 		" WHERE s.id" OP("=") "ANY ($1)"
-		" RETURNING s.workflow_run_id, s.step_key),"
+		" RETURNING s.id, s.workflow_run_id, s.step_key, s.parked_at),"
+		" q AS (INSERT INTO workflow.parked_steps (workflow_run_id, parked_at,"
+		" workflow_step_id) SELECT u.workflow_run_id, u.parked_at, u.id FROM u),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_parked', '{}'::pg_catalog.jsonb"
 		"  FROM u WHERE $4)"

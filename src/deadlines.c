@@ -232,6 +232,8 @@ CancelUnfinishedSteps(const pg_uuid_t *run_id)
 		" WHERE s.id" OP("=") "o.id"
 		" RETURNING s.workflow_run_id, s.step_key, o.status::pg_catalog.text AS old_status,"
 		" s.counter_shard::pg_catalog.int4 AS shard),"
+		" q AS (DELETE FROM workflow.parked_steps p"
+		" WHERE p.workflow_run_id" OP("=") "$1),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, 'step_canceled',"
 		"  pg_catalog.jsonb_build_object('error_code', '" WF_REASON_RUN_DEADLINE_ELAPSED "'::pg_catalog.text,"

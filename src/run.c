@@ -659,7 +659,11 @@ InsertSteps(NewRun *run)
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
 		" timeout_seconds, stage, status, job_id, deps, shard, event_name,"
 		" sleep_seconds, sleep_until, wait_timeout, start_after, capped)"
-		" RETURNING workflow_run_id, step_key, status, job_id, wake_at)"
+		" RETURNING id, workflow_run_id, step_key, status, job_id, wake_at,"
+		" parked_at),"
+		" q AS (INSERT INTO workflow.parked_steps (workflow_run_id, parked_at,"
+		" workflow_step_id) SELECT s.workflow_run_id, s.parked_at, s.id FROM s"
+		" WHERE s.parked_at IS NOT NULL)"
 		" " WF_INSERT_EVENTS
 		" SELECT s.workflow_run_id, s.step_key, v.event_type, v.detail"
 		" FROM s, LATERAL (VALUES ('step_released',"

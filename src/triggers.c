@@ -110,7 +110,7 @@ static void SyncEventValues(const StepSync *sync, Datum *values, char *nulls);
 static void SyncStepClaimed(const StepSync *sync);
 static void SyncStepRequeued(const StepSync *sync);
 static bool SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id,
-							 int16 *shard);
+							 int16 *shard, bool *capped);
 static void SyncStepsInOrder(const StepSync *items, int n);
 static void SyncSteps(const StepSync *items, int n);
 static void SyncStepsValues(const StepSync *items, int n, Datum *values);
@@ -602,7 +602,8 @@ SyncStepRequeued(const StepSync *sync)
  * the step's run and counter shard.
  */
 static bool
-SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
+SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard,
+				 bool *capped)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -623,11 +624,11 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 		" AND status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[])"
 		" AND job_id" OP("=") "$7 AND workflow_run_id" OP("=") "$8"
 		" RETURNING workflow_run_id, counter_shard::pg_catalog.int4 AS shard,"
-		" step_key),"
+		" step_key, capped),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT s.workflow_run_id, s.step_key, $9, $10::pg_catalog.jsonb FROM s"
 		" WHERE $9 IS NOT NULL)"
-		" SELECT s.workflow_run_id, s.shard FROM s";
+		" SELECT s.workflow_run_id, s.shard, s.capped FROM s";
 	static const Oid types[10] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID,
 	TEXTOID, TIMESTAMPTZOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[10];
@@ -650,6 +651,7 @@ SyncStepTerminal(const StepSync *sync, pg_uuid_t *run_id, int16 *shard)
 		return false;
 	WfResultUuid(0, 1, run_id);
 	*shard = (int16) WfResultInt32(0, 2);
+	*capped = WfResultBool(0, 3);
 	return true;
 }
 
@@ -665,6 +667,7 @@ SyncStepsInOrder(const StepSync *items, int n)
 	pg_uuid_t  *runs = palloc(sizeof(pg_uuid_t) * n);
 	int16	   *shards = palloc(sizeof(int16) * n);
 	bool	   *finished = palloc(sizeof(bool) * n);
+	bool	   *capped = palloc(sizeof(bool) * n);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -674,15 +677,17 @@ SyncStepsInOrder(const StepSync *items, int n)
 		else if (strcmp(items[i].to, "ENQUEUED") == 0)
 			SyncStepRequeued(&items[i]);
 		else
-			finished[i] = SyncStepTerminal(&items[i], &runs[i], &shards[i]);
+			finished[i] = SyncStepTerminal(&items[i], &runs[i], &shards[i],
+										   &capped[i]);
 	}
 	for (int i = 0; i < n; i++)
 		if (finished[i])
-			WfNoteStepTerminal(&runs[i], shards[i], &items[i].step_id,
-							   items[i].to, WF_COUNT_ACTIVE);
+			WfNoteJobStepTerminal(&runs[i], shards[i], &items[i].step_id,
+								  items[i].to, capped[i]);
 	pfree(runs);
 	pfree(shards);
 	pfree(finished);
+	pfree(capped);
 }
 
 /*
@@ -738,11 +743,11 @@ SyncSteps(const StepSync *items, int n)
 		"  ELSE s.status" OP("=") "ANY ('{ENQUEUED,RUNNING}'::workflow.step_status[]) END"
 		" RETURNING s.id, s.workflow_run_id,"
 		"  s.counter_shard::pg_catalog.int4 AS shard, x.status, s.step_key,"
-		"  x.event, x.detail),"
+		"  x.event, x.detail, s.capped),"
 		" e AS (" WF_INSERT_EVENTS
 		" SELECT u.workflow_run_id, u.step_key, u.event, u.detail::pg_catalog.jsonb"
 		"  FROM u WHERE u.event IS NOT NULL)"
-		" SELECT u.id, u.workflow_run_id, u.shard, u.status FROM u";
+		" SELECT u.id, u.workflow_run_id, u.shard, u.status, u.capped FROM u";
 	static const Oid types[10] = {UUIDARRAYOID, TEXTARRAYOID, JSONBARRAYOID,
 	TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID,
 	UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
@@ -823,8 +828,8 @@ NoteSyncedTerminal(void)
 			continue;
 		WfResultUuid(r, 1, &step_id);
 		WfResultUuid(r, 2, &run_id);
-		WfNoteStepTerminal(&run_id, (int16) WfResultInt32(r, 3), &step_id,
-						   to, WF_COUNT_ACTIVE);
+		WfNoteJobStepTerminal(&run_id, (int16) WfResultInt32(r, 3), &step_id,
+							  to, WfResultBool(r, 5));
 	}
 }
 

@@ -164,6 +164,9 @@ extern void WfCascadeInit(void);
 extern void WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
 							   const pg_uuid_t *step_id,
 							   const char *new_status, WfCounter from);
+extern void WfNoteJobStepTerminal(const pg_uuid_t *run_id, int16 shard,
+								  const pg_uuid_t *step_id,
+								  const char *new_status, bool capped);
 extern void WfFinishPending(void);
 extern bool WfHasPending(void);
 extern void WfNoteHeldStep(const pg_uuid_t *step_id);
@@ -260,6 +263,7 @@ typedef struct WfRunRoom
 } WfRunRoom;
 
 extern int32 WfAdmitParked(const pg_uuid_t *run_id, WfRunRoom *room);
+extern int32 WfHandOffPlaces(const pg_uuid_t *run_id, int32 n);
 extern void WfRecordAllowanceExhausted(const pg_uuid_t *run_id, int32 cap);
 
 /* run_moves.c: the run state machine */
@@ -476,7 +480,7 @@ extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
 extern bool WfDatabaseListCheck(char **newval, void **extra, GucSource source);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.10"
+#define WF_SQL_VERSION "1.11"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

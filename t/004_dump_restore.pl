@@ -4,7 +4,8 @@
 # and then succeeded, two RUNNING jobs with leases (one whose holder comes
 # back and finishes it, one whose holder is gone), QUEUED and BLOCKED steps,
 # an external step waiting for the outside world, a run that ended with
-# errors, a canceled run, an idempotency key, and plain jobs.  The dump is
+# errors, a canceled run, a run under concurrency_cap 1 with a step
+# parked in the parking queue, an idempotency key, and plain jobs.  The dump is
 # restored twice into a new cluster: pg_restore of the custom format, and
 # psql of the plain format.  pg_extension_config_dump puts the table data in
 # the dump, so the copies hold exactly the origin's rows.  Then the same
@@ -100,6 +101,15 @@ my $failed_def = json_text(
 			{ key => 'g', job_type => 'bad.g', depends_on => ['f'] }
 		]
 	});
+my $capped_def = json_text(
+	{
+		name => 'capped',
+		limits => { concurrency_cap => 1 },
+		steps => [
+			{ key => 'c1', job_type => 'capped.c' },
+			{ key => 'c2', job_type => 'capped.c' }
+		]
+	});
 my $canceled_def = json_text(
 	{
 		name => 'canceled',
@@ -134,6 +144,8 @@ my ($job_b, $token_b) = claim($origin, 'postgres', 'fan.b', 'lost-worker');
 my $chain = sql($origin, 'postgres', "SELECT workflow.start_run('$chain_def')");
 
 my $failed = sql($origin, 'postgres', "SELECT workflow.start_run('$failed_def')");
+
+my $capped = sql($origin, 'postgres', "SELECT workflow.start_run('$capped_def')");
 ($id, $token) = claim($origin, 'postgres', 'bad.f', 'w1');
 sql($origin, 'postgres',
 	"SELECT workflow.fail_job('$id', '$token', 'bad.input', 'no such file', false)"
@@ -167,13 +179,13 @@ is( sql(
 SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
   FROM (SELECT status, count(*) AS n FROM workflow.workflow_steps GROUP BY status) s}
 	),
-	'BLOCKED=4 ENQUEUED=2 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=3 FAILED=1 CANCELED=3',
+	'BLOCKED=4 ENQUEUED=3 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=3 FAILED=1 CANCELED=3 PARKED=1',
 	'origin: steps in every state at dump time');
 is( sql(
 		$origin, 'postgres',
 		"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
 	),
-	'build=WAITING_FOR_EXTERNAL canceled=CANCELED chain=RUNNING'
+	'build=WAITING_FOR_EXTERNAL canceled=CANCELED capped=RUNNING chain=RUNNING'
 	  . ' failed=COMPLETED_WITH_ERRORS fan=RUNNING',
 	'origin: runs in flight and finished at dump time');
 verify_is_clean($origin, 'origin at dump time');
@@ -188,7 +200,7 @@ my $fingerprint_sql = join(
 		  . " || md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
 		  . " FROM workflow.$_ t"
 	} qw(job_queue workflow_runs workflow_steps workflow_step_dependencies
-	  organization_members workflow_events));
+	  organization_members workflow_events parked_steps));
 my $dump_last_event = sql($origin, 'postgres',
 	'SELECT max(id) FROM workflow.workflow_events');
 my $origin_fingerprint = sql($origin, 'postgres', $fingerprint_sql);
@@ -234,7 +246,7 @@ for my $t (@targets[ 0, 1 ])
 {
 	my ($node, $db, $label) = @$t;
 	is(sql($node, $db, "SELECT extversion FROM pg_extension WHERE extname = 'workflow'"),
-		'1.10', "$label: the extension is installed");
+		'1.11', "$label: the extension is installed");
 	is(sql($node, $db, $fingerprint_sql),
 		$origin_fingerprint, "$label: every row is as in the origin");
 	verify_is_clean($node, "$label after the restore", $db);
@@ -260,7 +272,7 @@ SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
        has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
   FROM pg_class c
  WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
-		't|9|f|t',
+		't|10|f|t',
 		"$label: row-level security and the grants are in place");
 }
 
@@ -361,7 +373,7 @@ $$});
 			$node, $db,
 			"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
 		),
-		'build=SUCCEEDED canceled=CANCELED chain=SUCCEEDED'
+		'build=SUCCEEDED canceled=CANCELED capped=SUCCEEDED chain=SUCCEEDED'
 		  . ' failed=COMPLETED_WITH_ERRORS fan=SUCCEEDED',
 		"$label: every run finished");
 	is( sql(

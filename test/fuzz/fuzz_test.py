@@ -621,7 +621,7 @@ def build_fixture(s):
     q("CREATE EXTENSION IF NOT EXISTS workflow")
     q("BEGIN; SET LOCAL session_replication_role = replica;"
       " DELETE FROM workflow.workflow_step_dependencies;"
-      " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.workflow_run_counters;"
+      " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.parked_steps; DELETE FROM workflow.workflow_run_counters;"
       " DELETE FROM workflow.workflow_runs;"
       " DELETE FROM workflow.job_queue; DELETE FROM workflow.workflow_events;"
       " DELETE FROM workflow.event_inbox; DELETE FROM workflow.workflow_definitions; COMMIT")
@@ -751,7 +751,7 @@ def build_fixture(s):
 
 RESET_SQL = ("BEGIN; SET LOCAL session_replication_role = replica;"
              " DELETE FROM workflow.workflow_step_dependencies;"
-             " DELETE FROM workflow.workflow_steps;"
+             " DELETE FROM workflow.workflow_steps; DELETE FROM workflow.parked_steps;"
              " DELETE FROM workflow.workflow_run_counters;"
              " DELETE FROM workflow.workflow_runs;"
              " DELETE FROM workflow.job_queue;"

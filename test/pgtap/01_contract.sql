@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(465);
+SELECT plan(468);
 
 CREATE SCHEMA wf_tap;
 
@@ -84,6 +84,7 @@ SELECT has_table('workflow', 'workflow_events', 'table workflow.workflow_events 
 SELECT has_table('workflow', 'event_inbox', 'table workflow.event_inbox exists');
 SELECT has_table('workflow', 'workflow_definitions',
     'table workflow.workflow_definitions exists');
+SELECT has_table('workflow', 'parked_steps', 'table workflow.parked_steps exists');
 
 CREATE TABLE wf_tap.contract_columns (
     n           serial PRIMARY KEY,
@@ -542,11 +543,11 @@ SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'workflow'),
           ARRAY['workflow.event_inbox', 'workflow.job_queue', 'workflow.organization_members',
-                'workflow.step_completion_seq', 'workflow.workflow_definitions',
+                'workflow.parked_steps', 'workflow.step_completion_seq', 'workflow.workflow_definitions',
                 'workflow.workflow_events', 'workflow.workflow_events_id_seq',
                 'workflow.workflow_run_counters', 'workflow.workflow_runs',
                 'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
-          'the nine tables, the event id sequence and the completion sequence, and only they, are registered with pg_extension_config_dump');
+          'the ten tables, the event id sequence and the completion sequence, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -556,8 +557,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', '', '', '', '', '', '', ''],
-          'all nine tables and the two sequences are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', '', '', '', '', '', '', ''],
+          'all ten tables and the two sequences are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.
@@ -683,10 +684,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.10', 'workflow is available with default version 1.10');
+          '1.11', 'workflow is available with default version 1.11');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.10'),
+            WHERE v.name = 'workflow' AND v.version = '1.11'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -695,7 +696,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.10', 'the installed version is 1.10');
+          '1.11', 'the installed version is 1.11');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -755,11 +756,18 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.9' AND p.target = '1.10'),
           '1.9--1.10', 'an installed 1.9 updates to 1.10 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.11'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7--1.8--1.9--1.10--1.11',
+          'an installed 1.0 updates to 1.11 through 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9 and 1.10');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.10' AND p.target = '1.11'),
+          '1.10--1.11', 'an installed 1.10 updates to 1.11 in one step');
 SELECT is((SELECT array_agg(v.version::text
                             ORDER BY pg_catalog.string_to_array(v.version::text, '.')::int[])
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9', '1.10'],
-          'the versions 1.0 to 1.10 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9', '1.10', '1.11'],
+          'the versions 1.0 to 1.11 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(457);
+SELECT plan(467);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -285,15 +285,15 @@ INSERT INTO wf_tap.tbl VALUES
     (1, 'job_queue'), (2, 'workflow_runs'), (3, 'workflow_steps'),
     (4, 'workflow_step_dependencies'), (5, 'workflow_run_counters'),
     (6, 'organization_members'), (7, 'workflow_events'), (8, 'event_inbox'),
-    (9, 'workflow_definitions');
+    (9, 'workflow_definitions'), (10, 'parked_steps');
 
 SELECT tables_are('workflow', ARRAY[
     'job_queue', 'workflow_runs', 'workflow_steps', 'workflow_step_dependencies',
     'workflow_run_counters', 'organization_members', 'workflow_events',
-    'event_inbox', 'workflow_definitions']::name[],
-    'schema workflow holds the nine tables listed here, and no other');
+    'event_inbox', 'workflow_definitions', 'parked_steps']::name[],
+    'schema workflow holds the ten tables listed here, and no other');
 
--- 9 tables x 4 roles: the reader SELECTs; the admin too, through
+-- 10 tables x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
 SELECT table_privs_are('workflow', t.tname, r.role,
            CASE WHEN r.role IN ('workflow_reader', 'workflow_admin')
@@ -304,7 +304,7 @@ SELECT table_privs_are('workflow', t.tname, r.role,
   FROM wf_tap.tbl t CROSS JOIN wf_tap.roles r
  ORDER BY t.n, r.n;
 
--- 9 tables x PUBLIC
+-- 10 tables x PUBLIC
 SELECT table_privs_are('workflow', t.tname, 'public', ARRAY[]::name[],
            format('PUBLIC holds no privilege on workflow.%s', t.tname))
   FROM wf_tap.tbl t ORDER BY t.n;
@@ -336,6 +336,7 @@ $$, $$ VALUES
     ('workflow_events', 'workflow_reader', 'SELECT', false),
     ('event_inbox', 'workflow_reader', 'SELECT', false),
     ('workflow_definitions', 'workflow_reader', 'SELECT', false),
+    ('parked_steps', 'workflow_reader', 'SELECT', false),
     ('run_overview', 'workflow_reader', 'SELECT', false),
     ('queue_stats', 'workflow_reader', 'SELECT', false),
     ('step_timeline', 'workflow_reader', 'SELECT', false),
@@ -431,7 +432,10 @@ INSERT INTO wf_tap.policy_qual VALUES
      '((( SELECT workflow.my_organizations() AS my_organizations) IS NULL) OR '
      '(organization_id = ANY (( SELECT workflow.my_organizations() AS my_organizations)::uuid[])))'),
     -- the registry is shared: a tenant role sees every version
-    (7, 'workflow_definitions', 'true');
+    (7, 'workflow_definitions', 'true'),
+    (8, 'parked_steps',
+     '((( SELECT workflow.my_organizations() AS my_organizations) IS NULL) OR '
+     || E'(workflow_run_id IN ( SELECT r.id\n   FROM workflow.workflow_runs r)))');
 
 SELECT is((SELECT pg_catalog.pg_get_expr(p.polqual, p.polrelid)
              FROM pg_catalog.pg_policy p
