@@ -320,6 +320,24 @@ UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
  WHERE workflow_run_id = :'sl' AND step_key = 'z';
 SELECT workflow.fire_timers();
 SELECT * FROM pg_temp.state(:'sl');
+-- a job step that finishes hands its place over only where a sleep does
+-- not hold it: cap 1, a runs, b is parked; w's completion releases the
+-- sleep z beside a (a sleep may go beyond the cap); a's end leaves the one
+-- place to z, and b stays parked until z wakes
+SELECT workflow.start_run('{"limits": {"concurrency_cap": 1}, "steps": [
+    {"key": "a", "job_type": "lim.h"}, {"key": "b", "job_type": "lim.h"},
+    {"key": "w", "kind": "external"},
+    {"key": "z", "kind": "sleep", "seconds": 600, "depends_on": ["w"]}]}') AS hs \gset
+SELECT status FROM workflow.complete_external_step(:'hs', 'w', 'SUCCEEDED');
+SELECT * FROM pg_temp.state(:'hs');
+SELECT pg_temp.work(:'hs', 1) AS done;
+SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'hs' ORDER BY 1;
+SELECT * FROM pg_temp.state(:'hs');
+UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
+ WHERE workflow_run_id = :'hs' AND step_key = 'z';
+SELECT workflow.fire_timers();
+SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'hs' ORDER BY 1;
+SELECT * FROM workflow.verify(:'hs');
 
 -- everything else holds (the run of section 6 keeps its bad evidence)
 SELECT workflow_run_id = :'ho' AS bad_evidence_run, problem FROM workflow.verify();

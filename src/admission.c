@@ -62,16 +62,16 @@ Room(const WfRunRoom *room)
 }
 
 /*
- * The oldest rows of run $1 in the parking queue, at most $2, taken: locked
- * SKIP LOCKED (the filter may add a condition) and deleted; then their
- * steps' start: ENQUEUED with a new job id, and step_released when $3 says
- * the history records steps.  A row another transaction took and committed
+ * The oldest rows of run $1 in the parking queue, at most limit of them,
+ * taken: locked SKIP LOCKED and deleted; then their steps' start: ENQUEUED
+ * with a new job id, and step_released when $3 says the history records
+ * steps.  A row another transaction took and committed
  * is gone, not a newer version, so skipping it leaves no lock behind.
  */
-#define PARKED_TAKE(filter) \
+#define PARKED_TAKE(limit) \
 	"WITH p AS (SELECT q.workflow_run_id, q.parked_at, q.workflow_step_id" \
-	" FROM workflow.parked_steps q WHERE q.workflow_run_id" OP("=") "$1" filter \
-	" ORDER BY q.parked_at, q.workflow_step_id LIMIT $2" \
+	" FROM workflow.parked_steps q WHERE q.workflow_run_id" OP("=") "$1" \
+	" ORDER BY q.parked_at, q.workflow_step_id LIMIT " limit \
 	" FOR UPDATE SKIP LOCKED)," \
 	" d AS (DELETE FROM workflow.parked_steps q USING p" \
 	" WHERE q.workflow_run_id" OP("=") "p.workflow_run_id" \
@@ -94,7 +94,7 @@ Room(const WfRunRoom *room)
  * parked to active, and their executions, written to the run row.
  */
 static WfDueStatement start_parked = {
-	PARKED_TAKE("") ","
+	PARKED_TAKE("$2") ","
 	" n AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM u),"
 	" r AS (UPDATE workflow.workflow_runs SET"
 	" steps_active = steps_active" OP("+") "n.n,"
@@ -105,10 +105,18 @@ static WfDueStatement start_parked = {
 
 /*
  * A hand-off: the steps and their jobs, for a live run whose only cap is
- * concurrency_cap; the caller adds their counts to the run's delta.
+ * concurrency_cap, as many as the $2 places freed and the room allow; the
+ * caller adds their counts to the run's delta.  The run row, read without
+ * a lock, still counts the finished steps active (this transaction has not
+ * written it yet), so the room is the cap less the other active steps: a
+ * sleeping step holds its place, and a step another transaction is letting
+ * run counts once that transaction commits (it took its own room at the
+ * run row, counting these steps active, or freed a place of its own).
  */
 static WfDueStatement hand_off = {
-	PARKED_TAKE(" AND EXISTS (SELECT FROM workflow.workflow_runs r"
+	PARKED_TAKE("(SELECT COALESCE(pg_catalog.max(GREATEST(0, LEAST($2,"
+				" r.concurrency_cap" OP("-") "(r.steps_active" OP("-") "$2)))), 0)"
+				" FROM workflow.workflow_runs r"
 				" WHERE r.id" OP("=") "$1 AND r.node_execution_cap IS NULL"
 				" AND r.concurrency_cap IS NOT NULL"
 				" AND r.status" OP("=") "ANY ('{RUNNING,WAITING_FOR_EXTERNAL,"
