@@ -338,6 +338,25 @@ UPDATE workflow.workflow_steps SET wake_at = now() - interval '1 second'
 SELECT workflow.fire_timers();
 SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'hs' ORDER BY 1;
 SELECT * FROM workflow.verify(:'hs');
+-- a job that a user's trigger ends as the engine makes it frees its place
+-- once: cap 1, j runs, p1 to p3 are parked; j's end lets p1 run, whose new
+-- job the trigger cancels, and then p2 runs, alone, and p3 stays parked
+SELECT workflow.start_run('{"limits": {"concurrency_cap": 1}, "steps": [
+    {"key": "j", "job_type": "lim.t"}, {"key": "p1", "job_type": "lim.t1"},
+    {"key": "p2", "job_type": "lim.t"}, {"key": "p3", "job_type": "lim.t"}]}') AS tc \gset
+CREATE FUNCTION pg_temp.cancel_new_job() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM workflow.cancel_job(NEW.id, 'not today');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_cancel_new AFTER INSERT ON workflow.job_queue
+    FOR EACH ROW WHEN (NEW.job_type = 'lim.t1')
+    EXECUTE FUNCTION pg_temp.cancel_new_job();
+SELECT pg_temp.work(:'tc', 1) AS done;
+DROP TRIGGER zz_cancel_new ON workflow.job_queue;
+SELECT step_key, status FROM workflow.workflow_steps WHERE workflow_run_id = :'tc' ORDER BY 1;
+SELECT * FROM pg_temp.state(:'tc');
+SELECT * FROM workflow.verify(:'tc');
 
 -- everything else holds (the run of section 6 keeps its bad evidence)
 SELECT workflow_run_id = :'ho' AS bad_evidence_run, problem FROM workflow.verify();

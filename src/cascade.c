@@ -205,7 +205,11 @@ WfNoteStepTerminal(const pg_uuid_t *run_id, int16 shard,
  * WfNoteJobStepTerminal records that a job step whose job ended is
  * terminal, as WfNoteStepTerminal does; a step of a capped run frees its
  * place under concurrency_cap, which the end of the statement hands to the
- * run's oldest parked step before the cascade (HandOffFreedPlaces).
+ * run's oldest parked step before the cascade (HandOffFreedPlaces).  Not a
+ * step noted while the collected steps are processed (a user's trigger
+ * ending a job the cascade made): the round under way writes its counters
+ * to the run row before the next round sees it, and the run row, not the
+ * hand-off, gives its place.
  */
 void
 WfNoteJobStepTerminal(const pg_uuid_t *run_id, int16 shard,
@@ -213,7 +217,7 @@ WfNoteJobStepTerminal(const pg_uuid_t *run_id, int16 shard,
 					  bool capped)
 {
 	WfNoteStepTerminal(run_id, shard, step_id, new_status, WF_COUNT_ACTIVE);
-	pending_steps[n_pending - 1].frees_place = capped;
+	pending_steps[n_pending - 1].frees_place = capped && !finishing;
 }
 
 /*
