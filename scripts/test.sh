@@ -793,6 +793,12 @@ if [ "$BUILD_OK" = 1 ] && [ $((PASSED + FAILED)) -eq 0 ]; then
 fi
 [ -n "$INSTALL_NOTE" ] && echo "WARNING: $INSTALL_NOTE"
 echo "logs: $ROOT/.test/"
+# what failed, just above the last line, where a shortened output keeps it
+for d in "$LOGS"/*.diffs; do
+	[ -s "$d" ] || continue
+	echo "---- $(basename "$d" .diffs): $(grep -c '^diff ' "$d") file(s) differ; first lines:"
+	grep -m 30 -E '^(diff|[-+][^-+])' "$d"
+done
 echo "$PASSED passed, $FAILED failed"
 if [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]; then
 	exit 0
