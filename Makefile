@@ -2,11 +2,12 @@
 
 EXTENSION = workflow
 MODULE_big = workflow
-DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.7.sql workflow--1.9.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
+DATA = workflow--1.0.sql workflow--1.6.sql workflow--1.7.sql workflow--1.9.sql workflow--1.12.sql workflow--1.0--1.1.sql workflow--1.1--1.2.sql \
 	workflow--1.2--1.3.sql workflow--1.3--1.4.sql workflow--1.4--1.5.sql \
 	workflow--1.5--1.6.sql workflow--1.6--1.7.sql workflow--1.7--1.8.sql \
 	workflow--1.8--1.9.sql workflow--1.9--1.10.sql \
-	workflow--1.10--1.11.sql
+	workflow--1.10--1.11.sql \
+	workflow--1.11--1.12.sql
 OBJS = \
 	src/workflow.o \
 	src/xact_state.o \
@@ -18,6 +19,7 @@ OBJS = \
 	src/notify.o \
 	src/batch.o \
 	src/definition.o \
+	src/repeat_def.o \
 	src/run.o \
 	src/registry.o \
 	src/inputs.o \
@@ -29,6 +31,7 @@ OBJS = \
 	src/deadlines.o \
 	src/compensation.o \
 	src/waits.o \
+	src/repeat.o \
 	src/status.o \
 	src/run_moves.o \
 	src/external.o \

@@ -327,4 +327,53 @@ UPDATE workflow.parked_steps SET workflow_step_id = '00000000-0000-7000-8000-000
 SELECT step_key, problem FROM workflow.verify('00000000-0000-7000-8000-000000000d01')
  ORDER BY problem;
 DROP EXTENSION workflow CASCADE;
+
+-- 1.11 -> 1.12: execution_kind gains REPEAT, and output_checksum comes.
+-- A run of 1.11 in flight (p runs, q waits for it) goes on after the
+-- update, and a loop starts and goes round in the updated database.
+CREATE EXTENSION workflow VERSION '1.11';
+SELECT enum_range(NULL::workflow.execution_kind) AS kinds,
+       to_regprocedure('workflow.output_checksum(jsonb)') IS NOT NULL AS checksum;
+INSERT INTO workflow.workflow_runs (id, definition, status, steps_total, steps_active,
+    steps_waiting, steps_blocked, steps_succeeded, steps_failed, executions_used, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000e01',
+        '{"steps": [{"key": "p", "job_type": "up.e"},
+                    {"key": "q", "job_type": "up.e", "depends_on": ["p"]}]}',
+        'RUNNING', 2, 1, 0, 1, 0, 0, 1, true);
+INSERT INTO workflow.job_queue (id, job_type, status, attempt, max_attempts, lease_token,
+    leased_until, worker_id, started_at, workflow_run_id, workflow_step_id, generation)
+VALUES ('00000000-0000-7000-8000-000000000e11', 'up.e', 'RUNNING', 1, 1,
+        '00000000-0000-4000-8000-000000000e99', now() + interval '1 hour', 'up-worker', now(),
+        '00000000-0000-7000-8000-000000000e01', '00000000-0000-7000-8000-000000000e02', 0);
+INSERT INTO workflow.workflow_steps (id, workflow_run_id, step_key, execution_kind, job_type,
+    max_attempts, status, job_id, released_at, started_at,
+    dependency_count_total, dependency_count_pending, history_gap)
+VALUES ('00000000-0000-7000-8000-000000000e02', '00000000-0000-7000-8000-000000000e01', 'p',
+        'JOB', 'up.e', 1, 'RUNNING', '00000000-0000-7000-8000-000000000e11', now(), now(), 0, 0, true),
+       ('00000000-0000-7000-8000-000000000e03', '00000000-0000-7000-8000-000000000e01', 'q',
+        'JOB', 'up.e', 1, 'BLOCKED', NULL, NULL, NULL, 1, 1, true);
+INSERT INTO workflow.workflow_step_dependencies (workflow_run_id, prerequisite_step_id,
+    dependent_step_id, release_mode)
+VALUES ('00000000-0000-7000-8000-000000000e01', '00000000-0000-7000-8000-000000000e02',
+        '00000000-0000-7000-8000-000000000e03', 'ON_SUCCESS');
+ALTER EXTENSION workflow UPDATE;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
+SELECT enum_range(NULL::workflow.execution_kind) AS kinds,
+       workflow.output_checksum('{"a": 1}') = encode(sha256('{"a": 1}'::bytea), 'hex') AS checksum;
+SELECT * FROM workflow.verify();
+SELECT workflow.complete_job('00000000-0000-7000-8000-000000000e11',
+                             '00000000-0000-4000-8000-000000000e99', '{"done": true}');
+SELECT step_key, status FROM workflow.workflow_steps ORDER BY step_key;
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "up.loop"},
+    {"key": "r", "kind": "repeat", "depends_on": ["a"], "back_to": ["a"],
+     "while": "$.again", "max_iterations": 2}]}') AS up_loop \gset
+UPDATE workflow.job_queue SET status = 'RUNNING', attempt = 1,
+       lease_token = '00000000-0000-4000-8000-000000000e98', leased_until = now() + interval '1 hour'
+ WHERE workflow_run_id = :'up_loop' AND status = 'QUEUED';
+SELECT workflow.complete_job(id, lease_token, '{"again": true}')
+  FROM workflow.job_queue WHERE workflow_run_id = :'up_loop' AND status = 'RUNNING';
+SELECT step_key, execution_kind, status, generation FROM workflow.workflow_steps
+ WHERE workflow_run_id = :'up_loop' ORDER BY step_key;
+SELECT * FROM workflow.verify();
+DROP EXTENSION workflow CASCADE;
 CREATE EXTENSION workflow;

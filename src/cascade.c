@@ -145,9 +145,12 @@ static void ApplyOutcomes(WfDependent *deps, int ndeps,
 static void UpdateDependentGroup(pg_uuid_t *ids, int n, int32 done,
 								 int32 unsatisfied, WfOutcome outcome);
 static bool StartsTimer(const WfDependent *dep);
+static WfOutcome GroupOutcome(const WfDependent *dep);
 static void ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done,
 							  int32 unsatisfied);
 static Datum IdArray(const pg_uuid_t *ids, int n);
+static void SettleRepeats(const pg_uuid_t *ids, int n);
+static void StartGeneration(const WfRepeat *rep);
 static WfCounter ReleasedCounter(WfStepKind kind);
 static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
 								pg_uuid_t *events, int nevents,
@@ -890,6 +893,18 @@ StartsTimer(const WfDependent *dep)
 }
 
 /*
+ * GroupOutcome is what UpdateDependents writes for a dependent: a released
+ * repeat step only has its counters updated here; repeat.c settles it.
+ */
+static WfOutcome
+GroupOutcome(const WfDependent *dep)
+{
+	if (dep->outcome == WF_OUTCOME_RELEASE && dep->kind == WF_KIND_REPEAT)
+		return WF_OUTCOME_WAIT;
+	return dep->outcome;
+}
+
+/*
  * UpdateDependents writes the level's effect on its dependents: one UPDATE
  * per distinct (done, unsatisfied, outcome, starts a timer).  A fan-out or a chain has one
  * group, so this is usually a single statement.
@@ -910,7 +925,7 @@ UpdateDependents(WfDependent *deps, int ndeps)
 		{
 			if (grouped[j] || deps[j].done != deps[i].done ||
 				deps[j].unsatisfied != deps[i].unsatisfied ||
-				deps[j].outcome != deps[i].outcome ||
+				GroupOutcome(&deps[j]) != GroupOutcome(&deps[i]) ||
 				StartsTimer(&deps[j]) != StartsTimer(&deps[i]))
 				continue;
 			grouped[j] = true;
@@ -919,15 +934,15 @@ UpdateDependents(WfDependent *deps, int ndeps)
 		if (StartsTimer(&deps[i]))
 			ReleaseTimerGroup(group_ids, ngroup, deps[i].done,
 							  deps[i].unsatisfied);
-		else if (deps[i].outcome == WF_OUTCOME_HOLD)
+		else if (GroupOutcome(&deps[i]) == WF_OUTCOME_HOLD)
 			HoldDependentGroup(group_ids, ngroup, deps[i].done,
 							   deps[i].unsatisfied);
-		else if (deps[i].outcome == WF_OUTCOME_PARK)
+		else if (GroupOutcome(&deps[i]) == WF_OUTCOME_PARK)
 			ParkDependentGroup(group_ids, ngroup, deps[i].done,
 							   deps[i].unsatisfied);
 		else
 			UpdateDependentGroup(group_ids, ngroup, deps[i].done,
-								 deps[i].unsatisfied, deps[i].outcome);
+								 deps[i].unsatisfied, GroupOutcome(&deps[i]));
 	}
 	pfree(grouped);
 	pfree(group_ids);
@@ -987,13 +1002,15 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 {
 	WfTerminalStep *finished = palloc(sizeof(WfTerminalStep) * ndeps);
 	int			nfinished = 0;
-	pg_uuid_t  *released = palloc(sizeof(pg_uuid_t) * ndeps * 3);
+	pg_uuid_t  *released = palloc(sizeof(pg_uuid_t) * ndeps * 4);
 	pg_uuid_t  *release_jobs = released;
 	pg_uuid_t  *release_sleeps = released + ndeps;
 	pg_uuid_t  *release_events = released + 2 * ndeps;
+	pg_uuid_t  *release_repeats = released + 3 * ndeps;
 	int			njobs = 0;
 	int			nsleeps = 0;
 	int			nevents = 0;
+	int			nrepeats = 0;
 
 	for (int i = 0; i < ndeps; i++)
 	{
@@ -1012,6 +1029,12 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_PARKED, 1);
 				break;
 			case WF_OUTCOME_RELEASE:
+				if (dep->kind == WF_KIND_REPEAT)
+				{
+					/* BLOCKED until repeat.c settles it */
+					release_repeats[nrepeats++] = dep->step_id;
+					break;
+				}
 				WfRunDeltaAdd(&dep->run_id, dep->shard, WF_COUNT_BLOCKED, -1);
 				WfRunDeltaAdd(&dep->run_id, dep->shard,
 							  ReleasedCounter(dep->kind), 1);
@@ -1043,10 +1066,67 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 		nfinished = SettleReleasedWaits(release_sleeps, nsleeps,
 										release_events, nevents,
 										finished, nfinished);
+	if (nrepeats > 0)
+		SettleRepeats(release_repeats, nrepeats);
 
 	pfree(released);
 	*next = finished;
 	*nnext = nfinished;
+}
+
+/*
+ * SettleRepeats settles the released repeat steps, locked and BLOCKED
+ * (repeat.c): a loop that ends is reported as a finished step, one that
+ * goes round starts its next generation.
+ */
+static void
+SettleRepeats(const pg_uuid_t *ids, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		WfRepeat	rep;
+
+		WfReadRepeat(&ids[i], &rep);
+		if (rep.verdict == WF_REPEAT_ITERATE)
+			StartGeneration(&rep);
+		else
+			WfNoteStepTerminal(&rep.run_id, rep.shard, &rep.id,
+							   WfEndRepeat(&rep), WF_COUNT_BLOCKED);
+	}
+}
+
+/*
+ * StartGeneration locks the loop's body as dependents are locked (it is
+ * finished, so nothing else works on it), resets it, and releases its
+ * steps that wait for nothing as any ready step.
+ */
+static void
+StartGeneration(const WfRepeat *rep)
+{
+	pg_uuid_t  *body;
+	pg_uuid_t  *ready;
+	WfDependent *deps;
+	int			nbody;
+	int			nready;
+
+	nbody = WfRepeatBody(rep, &body);
+	if (nbody > 0)
+	{
+		deps = palloc0(sizeof(WfDependent) * nbody);
+		for (int i = 0; i < nbody; i++)
+			deps[i].step_id = body[i];
+		LockDependents(deps, nbody);
+		if (SPI_processed != (uint64) nbody)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_INTERNAL),
+					 errmsg(WF_INTERNAL_STATE ": a step of the loop's body is missing")));
+		pfree(deps);
+	}
+	ready = palloc(sizeof(pg_uuid_t) * Max(nbody, 1));
+	nready = WfStartGeneration(rep, ready);
+	WfReleaseSteps(ready, nready);
+	pfree(ready);
+	pfree(body);
 }
 
 /* IdArray makes a uuid[] Datum of ids. */

@@ -16,11 +16,13 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 
 #include "workflow.h"
 
@@ -51,6 +53,8 @@ static TimestampTz TimestampValue(JsonbValue *v, const char *what,
 								 const char *step);
 static void ParseSleep(JsonbContainer *obj, WfStepDef *step);
 static void ParseEvent(JsonbContainer *obj, WfStepDef *step);
+static bool JsonpathParses(const char *text);
+static void ParseRepeatStep(JsonbContainer *obj, WfStepDef *step);
 static void ParseStepOptions(JsonbContainer *obj, WfStepDef *step);
 static void ParseCompensate(JsonbContainer *obj, WfStepDef *step);
 static char *ParseDependency(JsonbValue *dv, int i, const WfStepDef *step,
@@ -232,7 +236,8 @@ ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
 	static const char *const step_keys[] = {"key", "kind", "job_type",
 		"payload", "depends_on", "priority", "max_attempts",
 		"timeout_seconds", "stage", "start_after_seconds", "seconds", "until",
-	"event", "wait_timeout_seconds", "compensate", NULL};
+	"event", "wait_timeout_seconds", "compensate", "back_to", "while",
+	"max_iterations", "exhaustion_policy", NULL};
 	JsonbValue *v;
 	KeyEntry   *entry;
 	bool		found;
@@ -261,7 +266,8 @@ ParseStepKey(JsonbContainer *obj, int index, WfStepDef *step, HTAB *keys)
 }
 
 /* the labels of execution_kind, in WfStepKind's order */
-static const char *const kind_labels[] = {"JOB", "EXTERNAL", "SLEEP", "EVENT"};
+static const char *const kind_labels[] = {"JOB", "EXTERNAL", "SLEEP", "EVENT",
+"REPEAT"};
 
 /* WfStepKindLabel returns the execution_kind label of a kind. */
 const char *
@@ -281,11 +287,15 @@ WfStepKindFromLabel(const char *label)
 	return WF_KIND_JOB;			/* keep compiler quiet */
 }
 
-/* ParseStepKind reads the step's kind: job (the default), external, sleep or event. */
+/*
+ * ParseStepKind reads the step's kind: job (the default), external, sleep,
+ * event or repeat.
+ */
 static void
 ParseStepKind(JsonbContainer *obj, WfStepDef *step)
 {
-	static const char *const kinds[] = {"job", "external", "sleep", "event"};
+	static const char *const kinds[] = {"job", "external", "sleep", "event",
+	"repeat"};
 	JsonbValue *v;
 	char	   *kind;
 
@@ -294,7 +304,7 @@ ParseStepKind(JsonbContainer *obj, WfStepDef *step)
 	if (v == NULL)
 		return;
 	if (v->type != jbvString)
-		wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\" or \"event\", not %s",
+		wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\", \"event\" or \"repeat\", not %s",
 							  step->key, JsonTypeName(v));
 	kind = StringValue(v);
 	for (int k = 0; k < lengthof(kinds); k++)
@@ -303,7 +313,7 @@ ParseStepKind(JsonbContainer *obj, WfStepDef *step)
 			step->kind = (WfStepKind) k;
 			return;
 		}
-	wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\" or \"event\", not \"%s\"",
+	wf_invalid_definition("step \"%s\": kind must be \"job\", \"external\", \"sleep\", \"event\" or \"repeat\", not \"%s\"",
 						  step->key, kind);
 }
 
@@ -317,43 +327,56 @@ CheckKindKeys(JsonbContainer *obj, const WfStepDef *step)
 	static const char *const job_only[] = {"job_type", "payload", "priority",
 	"max_attempts", "timeout_seconds", "stage", NULL};
 	static const char *const names[] = {"a job", "an external", "a sleep",
-	"an event"};
-	const char *const *refused[3] = {NULL, NULL, NULL};
+	"an event", "a repeat"};
+	const char *const *refused[4] = {NULL, NULL, NULL, NULL};
 	static const char *const start_after[] = {"start_after_seconds", NULL};
 	static const char *const sleep_keys[] = {"seconds", "until", NULL};
 	static const char *const event_keys[] = {"event", "wait_timeout_seconds",
 	NULL};
+	static const char *const repeat_keys[] = {"back_to", "while",
+	"max_iterations", "exhaustion_policy", NULL};
 
 	switch (step->kind)
 	{
 		case WF_KIND_JOB:
 			refused[0] = sleep_keys;
 			refused[1] = event_keys;
+			refused[3] = repeat_keys;
 			break;
 		case WF_KIND_EXTERNAL:
 			refused[0] = sleep_keys;
 			refused[1] = event_keys;
 			refused[2] = start_after;
+			refused[3] = repeat_keys;
 			break;
 		case WF_KIND_SLEEP:
 			refused[0] = job_only;
 			refused[1] = event_keys;
 			refused[2] = start_after;
+			refused[3] = repeat_keys;
 			break;
 		case WF_KIND_EVENT:
 			refused[0] = job_only;
 			refused[1] = sleep_keys;
 			refused[2] = start_after;
+			refused[3] = repeat_keys;
+			break;
+		case WF_KIND_REPEAT:
+			refused[0] = job_only;
+			refused[1] = sleep_keys;
+			refused[2] = event_keys;
+			refused[3] = start_after;
 			break;
 	}
-	for (int r = 0; r < 3; r++)
+	for (int r = 0; r < 4; r++)
 		for (int i = 0; refused[r] != NULL && refused[r][i] != NULL; i++)
 			if (GetKey(obj, refused[r][i]) != NULL)
 				wf_invalid_definition("step \"%s\": %s step takes no \"%s\"",
 									  step->key, names[step->kind],
 									  refused[r][i]);
-	/* only what a step did can be undone: a wait did nothing */
-	if ((step->kind == WF_KIND_SLEEP || step->kind == WF_KIND_EVENT) &&
+	/* only what a step did can be undone: a wait or a loop did nothing */
+	if ((step->kind == WF_KIND_SLEEP || step->kind == WF_KIND_EVENT ||
+		 step->kind == WF_KIND_REPEAT) &&
 		GetKey(obj, "compensate") != NULL)
 		wf_invalid_definition("step \"%s\": %s step takes no \"compensate\"",
 							  step->key, names[step->kind]);
@@ -472,6 +495,96 @@ ParseEvent(JsonbContainer *obj, WfStepDef *step)
 		step->wait_timeout_seconds = IntValue(v, 1, WF_MAX_WAIT_SECONDS,
 											  "wait_timeout_seconds",
 											  step->key);
+}
+
+/*
+ * JsonpathParses says whether text is a valid jsonpath; the parser's own
+ * error is caught in a subtransaction, so that the definition's error is
+ * the one raised.
+ */
+static bool
+JsonpathParses(const char *text)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool parses = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		(void) DirectFunctionCall1(jsonpath_in, CStringGetDatum(text));
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		parses = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return parses;
+}
+
+/*
+ * ParseRepeatStep reads a repeat step's loop: back_to (step keys, resolved
+ * with the body by WfCheckRepeats), while (a jsonpath), max_iterations
+ * (1 to workflow.max_repeat_iterations) and exhaustion_policy.
+ */
+static void
+ParseRepeatStep(JsonbContainer *obj, WfStepDef *step)
+{
+	JsonbValue *v;
+	JsonbContainer *arr;
+
+	v = GetKey(obj, "back_to");
+	if (v == NULL || !IsArray(v) || JsonContainerSize(v->val.binary.data) == 0)
+		wf_invalid_definition("step \"%s\": a repeat step needs back_to, a non-empty array of step keys",
+							  step->key);
+	arr = v->val.binary.data;
+	step->nback_to = JsonContainerSize(arr);
+	step->back_to = palloc(sizeof(char *) * step->nback_to);
+	for (int i = 0; i < step->nback_to; i++)
+	{
+		JsonbValue *k = getIthJsonbValueFromContainer(arr, i);
+
+		if (k->type != jbvString)
+			wf_invalid_definition("step \"%s\": back_to[%d] must be a step key, not %s",
+								  step->key, i, JsonTypeName(k));
+		step->back_to[i] = StringValue(k);
+	}
+
+	v = GetKey(obj, "while");
+	if (v == NULL || v->type != jbvString)
+		wf_invalid_definition("step \"%s\": a repeat step needs while, a jsonpath predicate",
+							  step->key);
+	step->repeat_while = StringValue(v);
+	if (!JsonpathParses(step->repeat_while))
+		wf_invalid_definition("step \"%s\": while is not a valid jsonpath: \"%s\"",
+							  step->key, step->repeat_while);
+
+	v = GetKey(obj, "max_iterations");
+	if (v == NULL)
+		wf_invalid_definition("step \"%s\": a repeat step needs max_iterations",
+							  step->key);
+	step->max_iterations = IntValue(v, 1, wf_max_repeat_iterations,
+									"max_iterations", step->key);
+
+	step->emit_outcome = false;
+	v = GetKey(obj, "exhaustion_policy");
+	if (v != NULL)
+	{
+		char	   *policy = v->type == jbvString ? StringValue(v) : NULL;
+
+		if (policy != NULL && strcmp(policy, "emit_outcome") == 0)
+			step->emit_outcome = true;
+		else if (policy == NULL || strcmp(policy, "fail") != 0)
+			wf_invalid_definition("step \"%s\": exhaustion_policy must be \"fail\" or \"emit_outcome\"",
+								  step->key);
+	}
 }
 
 /*
@@ -681,10 +794,14 @@ ParseStep(JsonbValue *sv, int index, WfStepDef *step, WfDefinition *def,
 	step->sleep_seconds = -1;
 	step->wait_timeout_seconds = -1;
 	step->start_after_seconds = -1;
+	step->max_iterations = -1;
+	step->repeat_of = -1;
 	if (step->kind == WF_KIND_SLEEP)
 		ParseSleep(obj, step);
 	else if (step->kind == WF_KIND_EVENT)
 		ParseEvent(obj, step);
+	else if (step->kind == WF_KIND_REPEAT)
+		ParseRepeatStep(obj, step);
 	ParseStepOptions(obj, step);
 	ParseCompensate(obj, step);
 	ParseDependsOn(obj, index, step, def, max_edges_seen);
@@ -868,6 +985,17 @@ ParseSteps(JsonbContainer *steps, WfDefinition *def, HTAB *keys)
 	}
 }
 
+/* WfStepIndex returns the index of the step of a key, or -1. */
+int
+WfStepIndex(HTAB *keys, const char *key)
+{
+	KeyEntry   *entry = NULL;
+
+	if (strlen(key) < sizeof(entry->key))
+		entry = hash_search(keys, key, HASH_FIND, NULL);
+	return entry == NULL ? -1 : entry->index;
+}
+
 /* StepKeyHash creates the hash of step keys to step indexes. */
 static HTAB *
 StepKeyHash(int nsteps)
@@ -918,6 +1046,7 @@ WfParseDefinition(Jsonb *definition, WfDefinition *def)
 	ResolveDependencies(def, keys);
 	CheckResultStep(def, keys);
 	CheckAcyclic(def);
+	WfCheckRepeats(def, keys);
 	ApplyLimits(def);
 	hash_destroy(keys);
 }

@@ -74,6 +74,8 @@
 #define WF_REASON_NO_COMPENSATION			"workflow.no_compensation"
 #define WF_REASON_LEASE_EXPIRED				"job.lease_expired"
 #define WF_REASON_EVENT_TIMEOUT				"workflow.event_timeout"
+#define WF_REPEAT_ITERATION_LIMIT_EXHAUSTED	"workflow.repeat_iteration_limit_exhausted"
+#define WF_REPEAT_PREDICATE_NOT_BOOLEAN		"workflow.repeat_predicate_not_boolean"
 
 /*
  * wf_error raises a coded error: the code is glued to the front of the

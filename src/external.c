@@ -112,6 +112,7 @@ CheckCompletion(const ExternalCompletion *c)
 		[WF_KIND_JOB] = "a job step; its job completes it",
 		[WF_KIND_SLEEP] = "a sleep step; fire_timers wakes it",
 		[WF_KIND_EVENT] = "an event step; send_event completes it",
+		[WF_KIND_REPEAT] = "a repeat step; its loop settles it",
 	};
 	WfStepKind	kind;
 

@@ -140,7 +140,7 @@ PurgeRuns(TimestampTz cutoff, int32 batch_size)
 	static const char *sql =
 		"SELECT r.id FROM workflow.workflow_runs r"
 		" WHERE r.finished_at" OP("<") "$1"
-		" AND r.status" OP("=") "ANY ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE}'::workflow.run_status[])"
+		" AND r.status" OP("=") "ANY ('{SUCCEEDED,COMPLETED_WITH_ERRORS,CANCELED,RETIRED_UNRESUMABLE,COMPENSATED,COMPENSATION_FAILED}'::workflow.run_status[])"
 		" AND ($3::pg_catalog.uuid[] IS NULL OR r.organization_id" OP("=") "ANY ($3))"
 		" ORDER BY r.finished_at, r.id LIMIT $2"
 		" FOR UPDATE SKIP LOCKED";

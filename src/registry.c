@@ -114,7 +114,8 @@ static void
 AppendContractStep(StringInfo buf, const WfStepDef *step)
 {
 	/* the kinds as a definition spells them, in WfStepKind's order */
-	static const char *const kinds[] = {"job", "external", "sleep", "event"};
+	static const char *const kinds[] = {"job", "external", "sleep", "event",
+	"repeat"};
 
 	appendStringInfoString(buf, "{\"key\":");
 	escape_json(buf, step->key);

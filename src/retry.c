@@ -48,6 +48,7 @@ static int	LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps);
 static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n);
 static void ClearShardedOutcomes(const pg_uuid_t *run_id);
 static void RearmDeadline(const pg_uuid_t *run_id);
+static void RefuseLoopBodies(const pg_uuid_t *run_id, ResetStep *steps, int n);
 
 /*
  * RearmDeadline makes a retried run live again for the deadline sweep (a
@@ -115,6 +116,44 @@ LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps)
 		(*steps)[i].shard = (int16) WfResultInt32(i, 3);
 	}
 	return n;
+}
+
+/*
+ * RefuseLoopBodies refuses a retry that would run a step of a loop's body
+ * again (one that had a job: a body canceled before it ran keeps its
+ * generation and is retried as any step): the body runs a generation as a
+ * whole (repeat.c), and this version does not run part of one again.
+ * Reads the run's repeat steps.
+ */
+static void
+RefuseLoopBodies(const pg_uuid_t *run_id, ResetStep *steps, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT b.step_key, r.step_key FROM workflow.workflow_steps b"
+		" JOIN workflow.workflow_steps r ON r.workflow_run_id" OP("=") "$1"
+		"  AND r.execution_kind::pg_catalog.text" OP("=") "'REPEAT'"
+		"  AND (r.payload" OP("->") "'body')" OP("?") "b.step_key"
+		" WHERE b.id" OP("=") "ANY ($2) AND b.workflow_run_id" OP("=") "$1"
+		" AND b.job_id IS NOT NULL"
+		" ORDER BY b.step_key LIMIT 1";
+	static const Oid types[2] = {UUIDOID, UUIDARRAYOID};
+	Datum		values[2];
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		ids[i] = UUIDPGetDatum(&steps[i].id);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = WfArray(ids, NULL, n, UUIDOID);
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_WRONG_STATE),
+				 errmsg(WF_INVALID_RUN_TRANSITION ": retry_run cannot move run %s from COMPLETED_WITH_ERRORS to RUNNING",
+						WfUuidString(run_id)),
+				 errdetail("Step \"%s\" to retry is in the body of repeat step \"%s\"; retry_run does not run part of a loop's body again.",
+						   WfResultText(0, 1), WfResultText(0, 2))));
+	pfree(ids);
 }
 
 /*
@@ -238,6 +277,7 @@ RetryRun(PG_FUNCTION_ARGS)
 						WfUuidString(run_id)),
 				 errdetail("The run has no FAILED step; its errors are canceled steps, which retry_run keeps.")));
 
+	RefuseLoopBodies(run_id, steps, n);
 	WfDetailBegin(&detail);
 	WfDetailInt(&detail, "failed_steps", nfailed);
 	WfDetailInt(&detail, "reset_steps", n);

@@ -24,6 +24,7 @@
 PG_MODULE_MAGIC;
 
 int			wf_max_steps = 100000;
+int			wf_max_repeat_iterations = 1000;
 int			wf_max_edges = 1000000;
 int			wf_max_payload_bytes = 1024 * 1024;
 int			wf_max_job_type_bytes = 128;
@@ -63,6 +64,10 @@ _PG_init(void)
 							"Largest number of steps in one run.",
 							NULL, &wf_max_steps, 100000, 1, INT_MAX,
 							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("workflow.max_repeat_iterations",
+							"Largest max_iterations of a repeat step.",
+							NULL, &wf_max_repeat_iterations, 1000, 1,
+							1000000, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("workflow.max_edges",
 							"Largest number of dependency edges in one run.",
 							NULL, &wf_max_edges, 1000000, 0, INT_MAX,

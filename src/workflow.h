@@ -22,6 +22,7 @@
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -60,6 +61,7 @@ typedef enum WfCounter
 
 /* workflow.c: settings */
 extern int	wf_max_steps;
+extern int	wf_max_repeat_iterations;
 extern int	wf_max_edges;
 extern int	wf_max_payload_bytes;
 extern int	wf_max_job_type_bytes;
@@ -172,6 +174,43 @@ extern bool WfHasPending(void);
 extern void WfNoteHeldStep(const pg_uuid_t *step_id);
 extern void WfReleaseSteps(const pg_uuid_t *ids, int n);
 extern void WfNoteCompensationEnded(const WfCompensationEnd *end);
+
+/* repeat.c: settlement of released repeat steps */
+
+/* what a repeat's settlement does */
+typedef enum WfRepeatVerdict
+{
+	WF_REPEAT_CLEARED,			/* the predicate is false */
+	WF_REPEAT_ITERATE,
+	WF_REPEAT_EXHAUSTED,
+	WF_REPEAT_NOT_BOOLEAN
+} WfRepeatVerdict;
+
+/* a repeat step being settled, as read from its row and its prerequisite */
+typedef struct WfRepeat
+{
+	pg_uuid_t	id;
+	pg_uuid_t	run_id;
+	int16		shard;
+	char	   *key;
+	int32		generation;
+	int32		max_iterations;
+	int32		cycle_cap;		/* 0: none */
+	int32		bound;
+	bool		emit_outcome;
+	Datum		output;			/* the prerequisite's, jsonb */
+	bool		output_null;
+	char	   *predicate_type; /* jsonb_typeof of the predicate's value */
+	bool		predicate_true;
+	Datum		body;			/* text[] of keys */
+	Datum		back_to;		/* text[] of keys */
+	WfRepeatVerdict verdict;
+} WfRepeat;
+
+extern void WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep);
+extern const char *WfEndRepeat(const WfRepeat *rep);
+extern int	WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids);
+extern int	WfStartGeneration(const WfRepeat *rep, pg_uuid_t *ready);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
@@ -340,7 +379,8 @@ typedef enum WfStepKind
 	WF_KIND_JOB = 0,			/* a job_queue row, worked by a worker */
 	WF_KIND_EXTERNAL,			/* complete_external_step */
 	WF_KIND_SLEEP,				/* a timer: fire_timers wakes it */
-	WF_KIND_EVENT				/* send_event, or a timeout */
+	WF_KIND_EVENT,				/* send_event, or a timeout */
+	WF_KIND_REPEAT				/* settles when its prerequisite succeeds */
 } WfStepKind;
 
 /* the longest sleep, event wait or job delay a definition may ask for */
@@ -371,6 +411,13 @@ typedef struct WfStepDef
 	pg_uuid_t	job_id;			/* set by run.c for root job steps */
 	int16		counter_shard;	/* 0: counted on the run row */
 	bool		capped;			/* a job step of a capped run */
+	/* repeat steps: the loop; -1 / NULL elsewhere (repeat_def.c) */
+	char	   *repeat_while;	/* a jsonpath predicate */
+	int32		max_iterations;
+	bool		emit_outcome;	/* exhaustion_policy "emit_outcome" */
+	char	  **back_to;
+	int			nback_to;
+	int			repeat_of;		/* a body step: its repeat's index; -1 */
 } WfStepDef;
 
 typedef struct WfEdgeDef
@@ -414,6 +461,10 @@ typedef struct WfDefinition
 } WfDefinition;
 
 extern void WfParseDefinition(Jsonb *definition, WfDefinition *def);
+extern int	WfStepIndex(HTAB *keys, const char *key);
+
+/* repeat_def.c: the loops of a definition */
+extern void WfCheckRepeats(WfDefinition *def, HTAB *keys);
 extern const char *WfStepKindLabel(WfStepKind kind);
 extern WfStepKind WfStepKindFromLabel(const char *label);
 
@@ -480,7 +531,7 @@ extern bool WfRetentionCheck(char **newval, void **extra, GucSource source);
 extern bool WfDatabaseListCheck(char **newval, void **extra, GucSource source);
 
 /* privilege.c: version check, owner switch, tenant confinement */
-#define WF_SQL_VERSION "1.11"
+#define WF_SQL_VERSION "1.12"
 
 extern void WfPrivilegeInit(void);
 extern void WfCheckVersion(void);

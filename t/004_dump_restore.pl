@@ -5,7 +5,8 @@
 # back and finishes it, one whose holder is gone), QUEUED and BLOCKED steps,
 # an external step waiting for the outside world, a run that ended with
 # errors, a canceled run, a run under concurrency_cap 1 with a step
-# parked in the parking queue, an idempotency key, and plain jobs.  The dump is
+# parked in the parking queue, a loop at its second generation, an
+# idempotency key, and plain jobs.  The dump is
 # restored twice into a new cluster: pg_restore of the custom format, and
 # psql of the plain format.  pg_extension_config_dump puts the table data in
 # the dump, so the copies hold exactly the origin's rows.  Then the same
@@ -110,6 +111,22 @@ my $capped_def = json_text(
 			{ key => 'c2', job_type => 'capped.c' }
 		]
 	});
+my $loop_def = json_text(
+	{
+		name => 'loop',
+		steps => [
+			{ key => 'a', job_type => 'loop.a' },
+			{
+				key => 'again',
+				kind => 'repeat',
+				depends_on => ['a'],
+				back_to => ['a'],
+				while => '$.done == "loop.a"',
+				max_iterations => 3,
+				exhaustion_policy => 'emit_outcome'
+			}
+		]
+	});
 my $canceled_def = json_text(
 	{
 		name => 'canceled',
@@ -151,6 +168,12 @@ sql($origin, 'postgres',
 	"SELECT workflow.fail_job('$id', '$token', 'bad.input', 'no such file', false)"
 );
 
+# the loop goes round once: its body is at generation 1 at dump time
+my $loop = sql($origin, 'postgres', "SELECT workflow.start_run('$loop_def')");
+($id, $token) = claim($origin, 'postgres', 'loop.a', 'w1');
+sql($origin, 'postgres',
+	"SELECT workflow.complete_job('$id', '$token', '{\"done\": \"loop.a\"}')");
+
 my $canceled = sql($origin, 'postgres',
 	"SELECT workflow.start_run('$canceled_def')");
 sql($origin, 'postgres',
@@ -179,14 +202,14 @@ is( sql(
 SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
   FROM (SELECT status, count(*) AS n FROM workflow.workflow_steps GROUP BY status) s}
 	),
-	'BLOCKED=4 ENQUEUED=3 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=3 FAILED=1 CANCELED=3 PARKED=1',
+	'BLOCKED=5 ENQUEUED=4 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=3 FAILED=1 CANCELED=3 PARKED=1',
 	'origin: steps in every state at dump time');
 is( sql(
 		$origin, 'postgres',
 		"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
 	),
 	'build=WAITING_FOR_EXTERNAL canceled=CANCELED capped=RUNNING chain=RUNNING'
-	  . ' failed=COMPLETED_WITH_ERRORS fan=RUNNING',
+	  . ' failed=COMPLETED_WITH_ERRORS fan=RUNNING loop=RUNNING',
 	'origin: runs in flight and finished at dump time');
 verify_is_clean($origin, 'origin at dump time');
 
@@ -246,7 +269,7 @@ for my $t (@targets[ 0, 1 ])
 {
 	my ($node, $db, $label) = @$t;
 	is(sql($node, $db, "SELECT extversion FROM pg_extension WHERE extname = 'workflow'"),
-		'1.11', "$label: the extension is installed");
+		'1.12', "$label: the extension is installed");
 	is(sql($node, $db, $fingerprint_sql),
 		$origin_fingerprint, "$label: every row is as in the origin");
 	verify_is_clean($node, "$label after the restore", $db);
@@ -374,7 +397,7 @@ $$});
 			"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
 		),
 		'build=SUCCEEDED canceled=CANCELED capped=SUCCEEDED chain=SUCCEEDED'
-		  . ' failed=COMPLETED_WITH_ERRORS fan=SUCCEEDED',
+		  . ' failed=COMPLETED_WITH_ERRORS fan=SUCCEEDED loop=SUCCEEDED',
 		"$label: every run finished");
 	is( sql(
 			$node, $db,
@@ -392,9 +415,15 @@ SELECT count(*) FROM workflow.job_queue
 SELECT count(*) FROM (
     SELECT workflow_step_id FROM workflow.job_queue
      WHERE workflow_step_id IS NOT NULL
-     GROUP BY workflow_step_id HAVING count(*) > 1) d}),
+     GROUP BY workflow_step_id, generation HAVING count(*) > 1) d}),
 		'0',
-		"$label: one job per step");
+		"$label: one job per step and generation");
+	is( sql(
+			$node, $db,
+			"SELECT generation || ' ' || output::text FROM workflow.workflow_steps"
+			  . " WHERE workflow_run_id = '$loop' AND step_key = 'again'"),
+		'2 {"output": {"done": "loop.a"}, "outcome": "iteration_limit_reached"}',
+		"$label: the loop went on from its generation to its bound");
 	verify_is_clean($node, "$label at the end", $db);
 	is( sql(
 			$node, $db,

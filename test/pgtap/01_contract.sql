@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(468);
+SELECT plan(470);
 
 CREATE SCHEMA wf_tap;
 
@@ -67,7 +67,7 @@ SELECT enum_has_labels('workflow', 'release_mode',
 
 SELECT has_enum('workflow', 'execution_kind', 'enum workflow.execution_kind exists');
 SELECT enum_has_labels('workflow', 'execution_kind',
-    ARRAY['JOB', 'EXTERNAL', 'SLEEP', 'EVENT'],
+    ARRAY['JOB', 'EXTERNAL', 'SLEEP', 'EVENT', 'REPEAT'],
     'workflow.execution_kind has the contract labels in order');
 
 -- ---------------------------------------------------------------------------
@@ -684,10 +684,10 @@ SELECT is((SELECT count(*)::int FROM workflow.job_queue j
 
 SELECT is((SELECT default_version FROM pg_catalog.pg_available_extensions
             WHERE name = 'workflow'),
-          '1.11', 'workflow is available with default version 1.11');
+          '1.12', 'workflow is available with default version 1.12');
 SELECT is((SELECT row(v.superuser, v.trusted, v.relocatable, v.schema::text)::text
              FROM pg_catalog.pg_available_extension_versions v
-            WHERE v.name = 'workflow' AND v.version = '1.11'),
+            WHERE v.name = 'workflow' AND v.version = '1.12'),
           row(true, false, false, 'workflow')::text,
           'control file: superuser = true, trusted = false, relocatable = false, schema = workflow');
 SELECT is((SELECT e.extrelocatable FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
@@ -696,7 +696,7 @@ SELECT is((SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extensio
             WHERE e.extname = 'workflow'),
           'workflow', 'the installed extension lives in schema workflow');
 SELECT is((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'workflow'),
-          '1.11', 'the installed version is 1.11');
+          '1.12', 'the installed version is 1.12');
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.0' AND p.target = '1.2'),
           '1.0--1.1--1.2', 'an installed 1.0 updates to 1.2 through 1.1');
@@ -763,11 +763,19 @@ SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
 SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
             WHERE p.source = '1.10' AND p.target = '1.11'),
           '1.10--1.11', 'an installed 1.10 updates to 1.11 in one step');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.0' AND p.target = '1.12'),
+          '1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7--1.8--1.9--1.10--1.11--1.12',
+          'an installed 1.0 updates to 1.12 through 1.1 to 1.11');
+SELECT is((SELECT p.path FROM pg_catalog.pg_extension_update_paths('workflow') p
+            WHERE p.source = '1.11' AND p.target = '1.12'),
+          '1.11--1.12', 'an installed 1.11 updates to 1.12 in one step');
 SELECT is((SELECT array_agg(v.version::text
                             ORDER BY pg_catalog.string_to_array(v.version::text, '.')::int[])
              FROM pg_catalog.pg_available_extension_versions v WHERE v.name = 'workflow'),
-          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9', '1.10', '1.11'],
-          'the versions 1.0 to 1.11 are available');
+          ARRAY['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7', '1.8', '1.9', '1.10', '1.11',
+                '1.12'],
+          'the versions 1.0 to 1.12 are available');
 SELECT throws_ok($$ALTER EXTENSION workflow SET SCHEMA public$$, '0A000', NULL,
     'ALTER EXTENSION workflow SET SCHEMA is refused');
 

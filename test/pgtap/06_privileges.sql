@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(467);
+SELECT plan(473);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -151,6 +151,7 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     -- all four
     ('uuid_v7', ARRAY[]::name[], true, true, true, true),
     ('my_organizations', ARRAY[]::name[], true, true, true, true),
+    ('output_checksum', ARRAY['jsonb'], true, true, true, true),
     -- trigger functions: nobody
     ('job_queue_sync_step', ARRAY[]::name[], false, false, false, false),
     ('job_queue_finish_statement', ARRAY[]::name[], false, false, false, false),
@@ -172,13 +173,13 @@ SELECT functions_are('workflow', ARRAY[
     '_run_moves', 'job_inputs', 'start_workflow', 'register_workflow',
     'unregister_workflow', 'compensate_run', 'resume_run', 'retire_run',
     'retry_run', 'job_step_key', 'maintenance_passes',
-    'increase_execution_allowance']::name[],
-    'schema workflow holds the 43 functions listed here, and no other');
+    'increase_execution_allowance', 'output_checksum']::name[],
+    'schema workflow holds the 44 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 43,
-          'schema workflow holds 43 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 44,
+          'schema workflow holds 44 functions (no overloads besides the list)');
 
--- 43 functions x 4 roles
+-- 44 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -195,7 +196,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 43 functions x PUBLIC
+-- 44 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -257,6 +258,10 @@ $$, $$ VALUES
     ('uuid_v7', 'workflow_client', 'EXECUTE', false),
     ('uuid_v7', 'workflow_reader', 'EXECUTE', false),
     ('uuid_v7', 'workflow_admin', 'EXECUTE', false),
+    ('output_checksum', 'workflow_worker', 'EXECUTE', false),
+    ('output_checksum', 'workflow_client', 'EXECUTE', false),
+    ('output_checksum', 'workflow_reader', 'EXECUTE', false),
+    ('output_checksum', 'workflow_admin', 'EXECUTE', false),
     ('my_organizations', 'workflow_worker', 'EXECUTE', false),
     ('my_organizations', 'workflow_client', 'EXECUTE', false),
     ('my_organizations', 'workflow_reader', 'EXECUTE', false),

@@ -300,8 +300,8 @@ SELECT is(:'updated_from'::text, '1.0', 'the second database was installed at 1.
 SELECT is(:'updated_to'::text, (SELECT default_version::text FROM pg_catalog.pg_available_extensions
                            WHERE name = 'workflow'),
           'ALTER EXTENSION UPDATE took the second database to the default version');
-SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.11',
-          'this database was installed fresh at 1.11');
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow'), '1.12',
+          'this database was installed fresh at 1.12');
 
 -- The descriptions are not empty and name every member.
 SELECT is((SELECT count(*) FROM wf_tap.fresh WHERE kind = 'member'),
@@ -314,8 +314,8 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 98, column 194, comment 27, config_dump 12, constraint 13, enum 5, extension 1, '
-          'function 43, index 31, init_privs 60, member 64, policy 10, relation 47, rule 4, '
+          'acl 99, column 194, comment 28, config_dump 12, constraint 13, enum 5, extension 1, '
+          'function 44, index 31, init_privs 61, member 65, policy 10, relation 47, rule 4, '
           'schema 1, sequence 2, trigger 6, type 38',
           'the fresh description: so many facts of each kind');
 
