@@ -40,6 +40,7 @@ OBJS = \
 	src/cancel.o \
 	src/resume.o \
 	src/retry.o \
+	src/continuation.o \
 	src/triggers.o \
 	src/purge.o \
 	src/history.o \

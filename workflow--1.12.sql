@@ -5900,8 +5900,74 @@ GRANT EXECUTE ON FUNCTION workflow.output_checksum(jsonb)
     TO workflow_worker, workflow_client, workflow_reader, workflow_admin;
 
 -- ---------------------------------------------------------------------------
+-- Continuations
+--
+-- A run that ended COMPLETED_WITH_ERRORS only because a repeat step was
+-- exhausted may be continued once, by continue_run, in one successor run:
+-- the source's definition with a new bound, its finished work copied (the
+-- steps it copies are marked continued and have no job), the loop's body
+-- starting again from the exhausted output.  The lineage is one row per
+-- successor.  The source is never changed.
+
+ALTER TABLE workflow.workflow_steps
+    ADD COLUMN continued boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN workflow.workflow_steps.continued IS
+    'True for a step a continuation copied as SUCCEEDED from its source run: it has no job of its own.';
+
+CREATE TABLE workflow.workflow_continuations (
+    successor_run_id      uuid        PRIMARY KEY,
+    predecessor_run_id    uuid        NOT NULL UNIQUE,
+    document_scope_id     uuid        NOT NULL,
+    prior_iterations      integer     NOT NULL,
+    additional_iterations integer     NOT NULL,
+    request               jsonb       NOT NULL,
+    created_at            timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE workflow.workflow_continuations IS
+    'The lineage of continuation runs: one row per successor, naming the run it continued; written only by continue_run, deleted with the successor by purge.';
+SELECT pg_catalog.pg_extension_config_dump('workflow.workflow_continuations', '');
+
+ALTER TABLE workflow.workflow_continuations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE workflow.workflow_continuations FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON workflow.workflow_continuations
+    USING ((SELECT workflow.my_organizations()) IS NULL
+           OR successor_run_id IN (SELECT r.id FROM workflow.workflow_runs r));
+
+REVOKE ALL ON TABLE workflow.workflow_continuations FROM PUBLIC;
+GRANT SELECT ON TABLE workflow.workflow_continuations TO workflow_reader;
+
+CREATE FUNCTION workflow.continuation_source(workflow_run_id uuid,
+                                             organization_id uuid DEFAULT NULL)
+RETURNS TABLE (repeat_step_key text, generation integer, iterations_completed integer,
+               total_iterations_completed integer, document_scope_id uuid,
+               output jsonb, output_checksum text)
+AS 'MODULE_PATHNAME', 'workflow_continuation_source'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION workflow.continuation_source(uuid, uuid) IS
+'The exhausted loop a run could be continued from: its repeat step, generation, iterations, the chain''s first run, and the last output with its checksum; workflow.continuation_ineligible otherwise.';
+
+CREATE FUNCTION workflow.continue_run(source_run_id uuid, additional_iterations integer,
+                                      expected_output_checksum text,
+                                      node_execution_cap integer DEFAULT NULL,
+                                      organization_id uuid DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'workflow_continue_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION workflow.continue_run(uuid, integer, text, integer, uuid) IS
+'Starts the one successor of a run whose loop was exhausted: the same request again returns it, another one conflicts.';
+
+REVOKE ALL ON FUNCTION workflow.continuation_source(uuid, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION workflow.continue_run(uuid, integer, text, integer, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION workflow.continuation_source(uuid, uuid)
+    TO workflow_client, workflow_reader;
+GRANT EXECUTE ON FUNCTION workflow.continue_run(uuid, integer, text, integer, uuid)
+    TO workflow_client;
+
+-- ---------------------------------------------------------------------------
 -- verify(), now with loops: a body step is at its repeat's generation, a
--- repeat stays below its bound, and a settled repeat has its evidence.
+-- repeat stays below its bound, and a settled repeat has its evidence; and
+-- with continuations: a copied step is SUCCEEDED with no job, and lineage
+-- totals add up along a chain.
 
 CREATE OR REPLACE FUNCTION workflow.verify(workflow_run_id uuid DEFAULT NULL)
 RETURNS TABLE (workflow_run_id uuid, step_key text, problem text,
@@ -6028,7 +6094,7 @@ step_history AS (
     SELECT s.workflow_run_id, s.step_key, s.status, s.completed_externally,
            j.attempt,
            -- a job step parked and never let run has no job and no step_released
-           s.released_at IS NOT NULL
+           s.released_at IS NOT NULL AND NOT s.continued
                AND (s.execution_kind::text <> 'JOB' OR s.job_id IS NOT NULL) AS released,
            (SELECT count(*) FROM workflow.workflow_events e
              WHERE e.workflow_run_id = s.workflow_run_id AND e.step_key = s.step_key
@@ -6295,7 +6361,7 @@ UNION ALL
 -- step -> job linkage
 SELECT s.workflow_run_id, s.step_key, 'released job step without its job', 'one job', 'none'
   FROM steps s
- WHERE s.execution_kind = 'JOB' AND s.released_at IS NOT NULL
+ WHERE s.execution_kind = 'JOB' AND s.released_at IS NOT NULL AND NOT s.continued
    -- parked, or canceled while parked: released into the wait for room
    AND NOT (s.capped AND s.job_id IS NULL AND s.status::text IN ('PARKED', 'CANCELED'))
    AND NOT EXISTS (SELECT 1 FROM workflow.job_queue j
@@ -6531,7 +6597,10 @@ UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'completion_seq on a step that is not to be undone',
        'a SUCCEEDED step with compensate', s.status::text
   FROM steps s
- WHERE s.completion_seq IS NOT NULL AND (s.status <> 'SUCCEEDED' OR s.compensate IS NULL)
+ WHERE s.completion_seq IS NOT NULL
+   -- a loop's body step keeps its last success's completion_seq through
+   -- later generations (from generation 1 on)
+   AND (s.compensate IS NULL OR (s.status <> 'SUCCEEDED' AND s.generation = 0))
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'succeeded step with compensate and no completion_seq',
        'a completion_seq', 'null'
@@ -6758,4 +6827,28 @@ SELECT r.workflow_run_id, r.step_key, 'settled repeat without its control_node_s
           AND e.event_type = 'control_node_settled'
           AND e.detail ->> 'decision' <> 'iterate'
           AND (e.detail ->> 'generation')::int = r.generation)
+UNION ALL
+-- continuations: a copied step is SUCCEEDED, without a job; a successor's
+-- lineage starts where its predecessor's ended
+SELECT s.workflow_run_id, s.step_key, 'continued step that is not a finished copy',
+       'SUCCEEDED without a job', s.status::text || coalesce(' job ' || s.job_id, '')
+  FROM steps s
+ WHERE s.continued AND (s.status::text <> 'SUCCEEDED' OR s.job_id IS NOT NULL)
+UNION ALL
+SELECT c.successor_run_id, NULL, 'continuation lineage',
+       'prior_iterations ' || (coalesce(p.prior_iterations, 0) + x.iterations)
+       || ', document_scope_id ' || coalesce(p.document_scope_id, c.predecessor_run_id),
+       'prior_iterations ' || c.prior_iterations || ', document_scope_id ' || c.document_scope_id
+  FROM workflow.workflow_continuations c
+  LEFT JOIN workflow.workflow_continuations p ON p.successor_run_id = c.predecessor_run_id
+  CROSS JOIN LATERAL (
+      SELECT (e.detail ->> 'iterations_completed')::int AS iterations
+        FROM workflow.workflow_events e
+       WHERE e.workflow_run_id = c.predecessor_run_id
+         AND e.event_type = 'control_node_settled'
+         AND e.detail ->> 'decision' = 'iteration_limit_reached'
+       ORDER BY e.id DESC LIMIT 1) x
+ WHERE ($1 IS NULL OR c.successor_run_id = $1)
+   AND (c.prior_iterations <> coalesce(p.prior_iterations, 0) + x.iterations
+        OR c.document_scope_id <> coalesce(p.document_scope_id, c.predecessor_run_id))
 $verify$;

@@ -50,6 +50,19 @@ RETURNS jsonb LANGUAGE sql AS $$
            FROM generate_series(0, n - 1) i))
 $$;
 
+-- s0 -> s1 -> ... -> s(n-1) -> again: a chain of n job steps, the body of
+-- a loop that goes round while its last step's output is null (a job
+-- completed without an output), up to max_iterations generations.
+CREATE FUNCTION bench.def_loop(n integer, job_type text, max_iterations integer)
+RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('name', 'loop-' || n, 'steps',
+        (bench.def_chain(n, job_type) -> 'steps')
+        || jsonb_build_array(jsonb_build_object('key', 'again', 'kind', 'repeat',
+               'depends_on', jsonb_build_array('s' || (n - 1)),
+               'back_to', jsonb_build_array('s0'),
+               'while', '$ == null', 'max_iterations', max_iterations)))
+$$;
+
 -- s0 -> ... -> s(n-1) -> last: a chain of n job steps of job_type, each
 -- with a compensate job of undo_type, then a step of last_type that no
 -- worker of the chain takes, so that the run stays live until compensated.

@@ -261,6 +261,13 @@ SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "rp.n"},
     {"key": "r", "kind": "repeat", "depends_on": ["a"], "back_to": ["a"], "while": "$.score", "max_iterations": 3}]}') AS nb2 \gset
 SELECT pg_temp.finish(:'nb2', 'a', '{"score": 7}') IS NOT NULL;
 SELECT step_key, status, code FROM pg_temp.steps(:'nb2');
+-- a job completed without an output gives JSON null to the predicate
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "rp.n"},
+    {"key": "r", "kind": "repeat", "depends_on": ["a"], "back_to": ["a"], "while": "$ == null", "max_iterations": 2}]}') AS nu \gset
+SELECT pg_temp.finish(:'nu', 'a', NULL) IS NOT NULL;
+SELECT pg_temp.finish(:'nu', 'a', NULL) IS NOT NULL;
+SELECT step_key, status, generation, output, code FROM pg_temp.steps(:'nu');
+SELECT decision, generation FROM pg_temp.settled(:'nu');
 -- a path that is a boolean value works as a predicate
 SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "rp.n"},
     {"key": "r", "kind": "repeat", "depends_on": ["a"], "back_to": ["a"], "while": "$.more", "max_iterations": 3}]}') AS bv \gset
@@ -286,6 +293,42 @@ SELECT * FROM pg_temp.steps(:'bf');
 SELECT status FROM workflow.workflow_runs WHERE id = :'bf';
 SELECT pg_temp.try(format('SELECT workflow.retry_run(%L)', :'bf'));
 SELECT * FROM workflow.verify(:'bf');
+
+-- A body step whose ON_SUCCESS prerequisite outside the body failed is
+-- canceled again in every generation, not left waiting: x fails, a (after
+-- x) is canceled, b (after a, on_terminal) runs and sends the loop round.
+SELECT workflow.start_run('{"steps": [
+    {"key": "x", "job_type": "rp.x"},
+    {"key": "a", "job_type": "rp.a", "depends_on": ["x"]},
+    {"key": "b", "job_type": "rp.b", "depends_on": [{"step": "a", "release": "on_terminal"}]},
+    {"key": "again", "kind": "repeat", "depends_on": ["b"], "back_to": ["a"],
+     "while": "$.more", "max_iterations": 2}]}') AS ux \gset
+UPDATE workflow.job_queue q SET status = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(),
+       leased_until = now() + interval '1 hour'
+  FROM workflow.workflow_steps s
+ WHERE s.workflow_run_id = :'ux' AND s.step_key = 'x' AND q.id = s.job_id;
+SELECT workflow.fail_job(q.id, q.lease_token, 'rp.bad', 'x failed', false)
+  FROM workflow.job_queue q JOIN workflow.workflow_steps s ON q.id = s.job_id
+ WHERE s.workflow_run_id = :'ux' AND s.step_key = 'x';
+SELECT pg_temp.finish(:'ux', 'b', '{"more": true}') IS NOT NULL;
+SELECT step_key, status, generation, code FROM pg_temp.steps(:'ux');
+SELECT pg_temp.finish(:'ux', 'b', '{"more": true}') IS NOT NULL;
+SELECT step_key, status, generation, code FROM pg_temp.steps(:'ux');
+SELECT status FROM workflow.workflow_runs WHERE id = :'ux';
+SELECT * FROM workflow.verify(:'ux');
+
+-- A predicate whose evaluation fails (a variable it was not given) fails
+-- the repeat; the completion that settles it goes through, and the
+-- evidence has the checksum of the output it was evaluated over.
+SELECT workflow.start_run('{"steps": [{"key": "a", "job_type": "rp.v"},
+    {"key": "r", "kind": "repeat", "depends_on": ["a"], "back_to": ["a"],
+     "while": "$.score < $min", "max_iterations": 3}]}') AS pv \gset
+SELECT pg_temp.finish(:'pv', 'a', '{"score": 1}') IS NOT NULL;
+SELECT step_key, status, code FROM pg_temp.steps(:'pv');
+SELECT last_error_message FROM workflow.workflow_steps WHERE workflow_run_id = :'pv' AND step_key = 'r';
+SELECT detail ->> 'output_checksum' = workflow.output_checksum('{"score": 1}') AS checksum_of_the_output
+  FROM workflow.run_history(:'pv') WHERE event_type = 'control_node_settled';
+SELECT * FROM workflow.verify(:'pv');
 
 -- 11. ON_TERMINAL edges inside a body: a draft that fails is still
 -- reviewed, and the next generation starts it again from FAILED.
@@ -390,6 +433,32 @@ SELECT workflow.complete_job(id, lease_token, '{}') FROM workflow.job_queue
  WHERE workflow_run_id = :'cm' AND job_type = 'rp.undo';
 SELECT status FROM workflow.workflow_runs WHERE id = :'cm';
 SELECT * FROM workflow.verify(:'cm');
+
+-- compensate_run in the middle of a generation undoes the work of the
+-- looped step's last successful generation, with that generation's output
+SELECT workflow.start_run('{"steps": [
+    {"key": "draft", "job_type": "rp.md", "compensate": {"job_type": "rp.mundo"}},
+    {"key": "review", "job_type": "rp.mr", "depends_on": ["draft"]},
+    {"key": "again", "kind": "repeat", "depends_on": ["review"], "back_to": ["draft"],
+     "while": "$.approved == false", "max_iterations": 3}]}') AS cmid \gset
+SELECT pg_temp.finish(:'cmid', 'draft', '{"v": 1}') IS NOT NULL,
+       pg_temp.finish(:'cmid', 'review', '{"approved": false}') IS NOT NULL;
+SELECT step_key, status, generation, completion_seq IS NOT NULL AS to_undo
+  FROM workflow.workflow_steps WHERE workflow_run_id = :'cmid' ORDER BY step_key;
+SELECT * FROM workflow.verify(:'cmid');
+SELECT workflow.compensate_run(:'cmid');
+SELECT step_key, status, generation FROM pg_temp.steps(:'cmid');
+SELECT generation, payload -> 'output' AS undoes FROM workflow.job_queue
+ WHERE workflow_run_id = :'cmid' AND job_type = 'rp.mundo';
+SELECT steps_succeeded, steps_canceled FROM workflow.workflow_runs WHERE id = :'cmid';
+SELECT * FROM workflow.verify(:'cmid');
+UPDATE workflow.job_queue SET status = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(),
+       leased_until = now() + interval '1 hour'
+ WHERE workflow_run_id = :'cmid' AND job_type = 'rp.mundo';
+SELECT workflow.complete_job(id, lease_token, '{}') FROM workflow.job_queue
+ WHERE workflow_run_id = :'cmid' AND job_type = 'rp.mundo';
+SELECT status FROM workflow.workflow_runs WHERE id = :'cmid';
+SELECT * FROM workflow.verify(:'cmid');
 
 -- 17. The picture of a loop's run names the repeat's kind.
 SELECT workflow.run_graph(:'c2', 'dot') LIKE '%REPEAT%' AS shows_repeat;

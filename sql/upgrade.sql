@@ -328,7 +328,8 @@ SELECT step_key, problem FROM workflow.verify('00000000-0000-7000-8000-000000000
  ORDER BY problem;
 DROP EXTENSION workflow CASCADE;
 
--- 1.11 -> 1.12: execution_kind gains REPEAT, and output_checksum comes.
+-- 1.11 -> 1.12: execution_kind gains REPEAT; output_checksum, the lineage
+-- table and the steps' continued column come.
 -- A run of 1.11 in flight (p runs, q waits for it) goes on after the
 -- update, and a loop starts and goes round in the updated database.
 CREATE EXTENSION workflow VERSION '1.11';
@@ -360,6 +361,8 @@ ALTER EXTENSION workflow UPDATE;
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'workflow';
 SELECT enum_range(NULL::workflow.execution_kind) AS kinds,
        workflow.output_checksum('{"a": 1}') = encode(sha256('{"a": 1}'::bytea), 'hex') AS checksum;
+SELECT to_regclass('workflow.workflow_continuations') IS NOT NULL AS lineage_table,
+       (SELECT count(*) FROM workflow.workflow_steps WHERE continued) AS continued_steps;
 SELECT * FROM workflow.verify();
 SELECT workflow.complete_job('00000000-0000-7000-8000-000000000e11',
                              '00000000-0000-4000-8000-000000000e99', '{"done": true}');

@@ -37,6 +37,7 @@
 #define WF_VERSION_MISMATCH				"workflow.version_mismatch"
 #define WF_INVALID_RUN_TRANSITION		"workflow.invalid_run_transition"
 #define WF_ALLOWANCE_INELIGIBLE			"workflow.execution_allowance_ineligible"
+#define WF_CONTINUATION_INELIGIBLE		"workflow.continuation_ineligible"
 
 /* conflict: 23505 */
 #define WF_SQLSTATE_CONFLICT			ERRCODE_UNIQUE_VIOLATION
@@ -47,6 +48,7 @@
 #define WF_EVENT_CONFLICT				"workflow.event_conflict"
 #define WF_DEFINITION_CONFLICT			"workflow.definition_conflict"
 #define WF_ALLOWANCE_CONFLICT			"workflow.execution_allowance_conflict"
+#define WF_CONTINUATION_CONFLICT		"workflow.continuation_conflict"
 
 /* retry me: 40001 */
 #define WF_SQLSTATE_RETRY				ERRCODE_T_R_SERIALIZATION_FAILURE

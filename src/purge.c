@@ -231,8 +231,9 @@ LockRunRows(const pg_uuid_t *run_id)
 /*
  * DeleteRun deletes a run whose rows are all locked by us: jobs first
  * (found through the steps, so the unique (workflow_step_id, generation)
- * index serves), then edges, steps, counter shards, the run's events and
- * the run.  The guards of jobs and events let the engine through.
+ * index serves), then edges, steps, counter shards, the run's events, its
+ * inbox, its own lineage row (the row of a run that continues it stays:
+ * it is the successor's) and the run.  The guards of jobs and events let the engine through.
  */
 static void
 DeleteRun(const pg_uuid_t *run_id)
@@ -263,6 +264,10 @@ DeleteRun(const pg_uuid_t *run_id)
 	static const char *inbox_sql =
 		"DELETE FROM workflow.event_inbox i"
 		" WHERE i.workflow_run_id" OP("=") "$1";
+	static SPIPlanPtr lineage_plan = NULL;
+	static const char *lineage_sql =
+		"DELETE FROM workflow.workflow_continuations c"
+		" WHERE c.successor_run_id" OP("=") "$1";
 	static SPIPlanPtr run_plan = NULL;
 	static const char *run_sql =
 		"DELETE FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
@@ -276,6 +281,7 @@ DeleteRun(const pg_uuid_t *run_id)
 	WfExecute(&counters_plan, counters_sql, 1, types, values, NULL, false, 0);
 	WfExecuteAsEngine(&events_plan, events_sql, 1, types, values, NULL);
 	WfExecute(&inbox_plan, inbox_sql, 1, types, values, NULL, false, 0);
+	WfExecute(&lineage_plan, lineage_sql, 1, types, values, NULL, false, 0);
 	WfExecute(&run_plan, run_sql, 1, types, values, NULL, false, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "purge: run %s vanished while its row was locked",

@@ -37,11 +37,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 
 #include "workflow.h"
 
+static void EvaluatePredicate(WfRepeat *rep, const char *path);
 static void Decide(WfRepeat *rep);
 static const char *VerdictName(WfRepeatVerdict verdict);
 static Datum SettledDetail(const WfRepeat *rep);
@@ -52,8 +55,9 @@ static void RearmRepeat(const WfRepeat *rep);
 /*
  * WfReadRepeat reads the repeat's loop, its generation, its run's
  * cycle_cap, and its prerequisite's output with the predicate's value over
- * it (NULL when the path finds nothing or fails: not a boolean), and
- * decides what the settlement does.
+ * it (a missing output read as JSON null, as output_checksum reads it; NULL
+ * when the path finds nothing or fails: not a boolean), and decides what
+ * the settlement does.
  */
 void
 WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep)
@@ -65,8 +69,7 @@ WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep)
 		" (s.payload" OP("->>") "'max_iterations')::pg_catalog.int4,"
 		" COALESCE(r.cycle_cap, 0),"
 		" (s.payload" OP("->>") "'exhaustion_policy')" OP("=") "'emit_outcome',"
-		" p.output, pg_catalog.jsonb_typeof(v.value),"
-		" COALESCE(v.value" OP("=") "'true'::pg_catalog.jsonb, false),"
+		" p.output, s.payload" OP("->>") "'while',"
 		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.payload" OP("->") "'body')),"
 		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(s.payload" OP("->") "'back_to'))"
 		" FROM workflow.workflow_steps s"
@@ -74,14 +77,12 @@ WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep)
 		"  ON e.workflow_run_id" OP("=") "s.workflow_run_id"
 		"  AND e.dependent_step_id" OP("=") "s.id"
 		" JOIN workflow.workflow_steps p ON p.id" OP("=") "e.prerequisite_step_id"
-		" JOIN workflow.workflow_runs r ON r.id" OP("=") "s.workflow_run_id,"
-		" LATERAL (SELECT pg_catalog.jsonb_path_query_first(p.output,"
-		"  CAST(s.payload" OP("->>") "'while' AS pg_catalog.jsonpath),"
-		"  '{}'::pg_catalog.jsonb, true) AS value) v"
+		" JOIN workflow.workflow_runs r ON r.id" OP("=") "s.workflow_run_id"
 		" WHERE s.id" OP("=") "$1";
 	static const Oid types[1] = {UUIDOID};
 	Datum		values[1];
 	bool		isnull;
+	char	   *path;
 
 	values[0] = UUIDPGetDatum(id);
 	if (WfExecute(&plan, sql, 1, types, values, NULL, false, 0) != SPI_OK_SELECT ||
@@ -102,19 +103,76 @@ WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep)
 								8, &rep->output_null);
 	if (!rep->output_null)
 		rep->output = SPI_datumTransfer(rep->output, false, -1);
-	rep->predicate_type = SPI_getvalue(SPI_tuptable->vals[0],
-									   SPI_tuptable->tupdesc, 9);
-	rep->predicate_true = WfResultBool(0, 10);
+	path = WfResultText(0, 9);
 	rep->body = SPI_datumTransfer(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 11,
+												SPI_tuptable->tupdesc, 10,
 												&isnull), false, -1);
 	rep->back_to = SPI_datumTransfer(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 12,
+												   SPI_tuptable->tupdesc, 11,
 												   &isnull), false, -1);
 	rep->bound = rep->max_iterations;
 	if (rep->cycle_cap > 0 && rep->cycle_cap < rep->bound)
 		rep->bound = rep->cycle_cap;
+	EvaluatePredicate(rep, path);
 	Decide(rep);
+}
+
+/*
+ * EvaluatePredicate reads the value of the loop's while path over the
+ * prerequisite's output (a missing output read as JSON null, as
+ * output_checksum reads it): its jsonb type, and whether it is true.  A
+ * path that finds nothing gives no value; one whose evaluation fails (an
+ * undefined variable, a bad regular expression) too, and its error is
+ * kept: it is caught in a subtransaction, so that the repeat fails rather
+ * than the completion that settles it.
+ */
+static void
+EvaluatePredicate(WfRepeat *rep, const char *path)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT pg_catalog.jsonb_typeof(v.value),"
+		" COALESCE(v.value" OP("=") "'true'::pg_catalog.jsonb, false)"
+		" FROM (SELECT pg_catalog.jsonb_path_query_first("
+		"  COALESCE($1, 'null'::pg_catalog.jsonb),"
+		"  CAST($2 AS pg_catalog.jsonpath), '{}'::pg_catalog.jsonb, true) AS value) v";
+	static const Oid types[2] = {JSONBOID, TEXTOID};
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Datum		values[2];
+	char		nulls[2] = "  ";
+
+	values[0] = rep->output;
+	nulls[0] = rep->output_null ? 'n' : ' ';
+	values[1] = CStringGetTextDatum(path);
+	rep->predicate_type = NULL;
+	rep->predicate_true = false;
+	rep->predicate_error = NULL;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		WfExecute(&plan, sql, 2, types, values, nulls, false, 0);
+		rep->predicate_type = SPI_getvalue(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1);
+		rep->predicate_true = WfResultBool(0, 2);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		rep->predicate_error = edata->message;
+	}
+	PG_END_TRY();
 }
 
 /* Decide settles the verdict of the predicate's value at the generation. */
@@ -202,17 +260,17 @@ WfEndRepeat(const WfRepeat *rep)
 		" FROM u, LATERAL (VALUES ('step_released', '{}'::pg_catalog.jsonb),"
 		"  ('control_node_settled', $9::pg_catalog.jsonb"
 		"  " OP("||") "pg_catalog.jsonb_build_object('output_checksum',"
-		"  workflow.output_checksum($3))),"
+		"  workflow.output_checksum($10))),"
 		"  (CASE WHEN $2" OP("=") "'SUCCEEDED' THEN 'step_succeeded' ELSE 'step_failed' END,"
 		"  CASE WHEN $4 IS NULL THEN '{}'::pg_catalog.jsonb"
 		"  ELSE pg_catalog.jsonb_build_object('error_code', $4, 'error_message', $5) END))"
 		"  AS v(event_type, detail)"
 		" WHERE $8 OR v.event_type" OP("=") "'control_node_settled')"
 		" SELECT 1 FROM u";
-	static const Oid types[9] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID,
-	BOOLOID, TEXTOID, BOOLOID, JSONBOID};
-	Datum		values[9];
-	char		nulls[9];
+	static const Oid types[10] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID,
+	BOOLOID, TEXTOID, BOOLOID, JSONBOID, JSONBOID};
+	Datum		values[10];
+	char		nulls[10];
 	bool		succeeded;
 	const char *code = NULL;
 	char	   *message = NULL;
@@ -228,8 +286,10 @@ WfEndRepeat(const WfRepeat *rep)
 	else if (rep->verdict == WF_REPEAT_NOT_BOOLEAN)
 	{
 		code = WF_REPEAT_PREDICATE_NOT_BOOLEAN;
-		message = psprintf("the while predicate gave %s, not a boolean",
-						   rep->predicate_type ? rep->predicate_type : "no value");
+		message = rep->predicate_error ?
+			psprintf("the while predicate failed: %s", rep->predicate_error) :
+			psprintf("the while predicate gave %s, not a boolean",
+					 rep->predicate_type ? rep->predicate_type : "no value");
 	}
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -245,7 +305,9 @@ WfEndRepeat(const WfRepeat *rep)
 	values[6] = CStringGetTextDatum(VerdictName(rep->verdict));
 	values[7] = BoolGetDatum(WfHistoryRecordsSteps());
 	values[8] = SettledDetail(rep);
-	if (WfExecuteAsEngine(&plan, sql, 9, types, values, nulls) != SPI_OK_SELECT ||
+	values[9] = rep->output;
+	nulls[9] = rep->output_null ? 'n' : ' ';
+	if (WfExecuteAsEngine(&plan, sql, 10, types, values, nulls) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
@@ -285,8 +347,11 @@ WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids)
  * a prerequisite in the body counts as pending, an ON_SUCCESS one outside
  * it that did not succeed as unsatisfied; what their last generation left
  * is cleared, and the back_to steps' payloads carry the loop's "repeat"
- * key.  Moves their counters, writes step_reset, and returns in ready the
- * steps that wait for nothing; returns how many.
+ * key.  A step keeps its completion_seq: the work its last successful
+ * generation did is still to be undone by a compensation until a later
+ * generation succeeds.  Moves their counters, writes step_reset, and
+ * returns in ready the steps that wait for no prerequisite (the release
+ * cancels those that cannot run); returns how many.
  */
 static int
 ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
@@ -319,13 +384,13 @@ ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
 		"  finished_at = NULL, wake_at = NULL, output = NULL,"
 		"  status_reason = NULL, last_error_code = NULL,"
 		"  last_error_message = NULL, completed_externally = false,"
-		"  completion_seq = NULL, held = false,"
+		"  held = false,"
 		"  history_gap = s.history_gap OR NOT $6,"
 		"  updated_at = pg_catalog.statement_timestamp()"
 		"  FROM b, c WHERE s.id" OP("=") "b.id AND c.id" OP("=") "b.id"
 		"  RETURNING s.id, s.workflow_run_id, s.step_key, s.generation,"
 		"  b.was::pg_catalog.text AS was, b.counter_shard::pg_catalog.int4 AS shard,"
-		"  c.pending" OP("=") "0 AND c.unsatisfied" OP("=") "0 AS ready),"
+		"  c.pending" OP("=") "0 AS ready),"
 		" e AS (" WF_INSERT_EVENTS
 		"  SELECT u.workflow_run_id, u.step_key, 'step_reset',"
 		"  pg_catalog.jsonb_build_object('generation', u.generation, 'repeat', $7::pg_catalog.text)"

@@ -14,7 +14,10 @@
  * when its definition and its input are the same.  start_workflow starts
  * the active version of a registered workflow (registry.c) the same way,
  * pinned to it: the run carries the version's name, version and signature,
- * and every step of it is marked pinned.
+ * and every step of it is marked pinned.  A continuation (continuation.c)
+ * starts its successor here too, with the source's finished steps copied
+ * as SUCCEEDED: they are marked continued, have no job, and count as
+ * finished prerequisites of the rest.
  *
  * Locks: none beyond the rows it inserts (start_workflow reads the
  * registry without a lock); a concurrent start with the same idempotency
@@ -53,6 +56,8 @@ typedef struct RunStart
 	const char *name;
 	const char *version;
 	const char *signature;
+	/* a continuation's copied steps (NULL: none), per step of the run */
+	const WfRunContinuation *continuation;
 } RunStart;
 
 /*
@@ -82,6 +87,7 @@ typedef struct NewRun
 	Datum	   *job_ids;
 	bool	   *job_id_nulls;
 	Datum	   *deps;
+	Datum	   *pending;		/* prerequisites not copied as finished */
 	Datum	   *step_shards;
 	Datum	   *event_names;
 	bool	   *event_name_nulls;
@@ -102,6 +108,7 @@ typedef struct NewRun
 	pg_uuid_t  *root_sleeps;
 	int			nroot_sleeps;
 	int			nroot_parked;	/* root job steps left waiting for room */
+	int			ncopied;		/* a continuation's copied steps */
 
 	/* active, waiting, blocked: on the run row, and per shard 1.. */
 	int32		run_count[3];
@@ -136,6 +143,35 @@ static void InsertRun(WfDefinition *def, Jsonb *definition,
 					  pg_uuid_t *run_id, const RunStart *start);
 static void CheckStartArguments(FunctionCallInfo fcinfo, int idem_arg,
 								int input_arg, RunStart *start);
+static bool StepCopied(const NewRun *run, int i);
+static int32 StepPending(const NewRun *run, int i);
+static void InsertCopiedSteps(NewRun *run);
+
+/* StepCopied says whether a continuation copies step i as finished. */
+static bool
+StepCopied(const NewRun *run, int i)
+{
+	const WfRunContinuation *c = run->start->continuation;
+
+	return c != NULL && c->copied[i];
+}
+
+/*
+ * StepPending counts step i's prerequisites that are not copied as
+ * finished: all of them, but in a continuation.
+ */
+static int32
+StepPending(const NewRun *run, int i)
+{
+	const WfStepDef *s = &run->def->steps[i];
+	int32		pending = 0;
+
+	if (StepCopied(run, i))
+		return 0;
+	for (int e = s->first_edge; e < s->first_edge + s->nedges; e++)
+		pending += !StepCopied(run, run->def->edges[e].prerequisite);
+	return pending;
+}
 
 /* TextOrNull returns s as a text Datum, or a null for NULL. */
 static Datum
@@ -172,9 +208,11 @@ NewWaitColumns(NewRun *run, int i)
 
 /*
  * NewStepColumns gives every step and every root job step's job a new id,
- * and fills the columns of the steps: a step with prerequisites starts
- * BLOCKED, a root external or event step WAITING_FOR_EXTERNAL, a root
- * sleep step SLEEPING, a root job step ENQUEUED with its job.
+ * and fills the columns of the steps: a step with prerequisites to wait
+ * for starts BLOCKED, a root external or event step WAITING_FOR_EXTERNAL,
+ * a root sleep step SLEEPING, a root job step ENQUEUED with its job, and a
+ * continuation's copied step SUCCEEDED.  A step whose prerequisites are all
+ * copied is a root.
  */
 static void
 NewStepColumns(NewRun *run)
@@ -185,6 +223,7 @@ NewStepColumns(NewRun *run)
 	Datum		status_enqueued = CStringGetTextDatum("ENQUEUED");
 	Datum		status_waiting = CStringGetTextDatum("WAITING_FOR_EXTERNAL");
 	Datum		status_sleeping = CStringGetTextDatum("SLEEPING");
+	Datum		status_succeeded = CStringGetTextDatum("SUCCEEDED");
 	int		   *capped_roots = palloc(sizeof(int) * n);
 	int			ncapped_roots = 0;
 
@@ -203,6 +242,7 @@ NewStepColumns(NewRun *run)
 	run->job_ids = palloc(sizeof(Datum) * n);
 	run->job_id_nulls = palloc(sizeof(bool) * n);
 	run->deps = palloc(sizeof(Datum) * n);
+	run->pending = palloc(sizeof(Datum) * n);
 	run->root_steps = palloc(sizeof(Datum) * n);
 	run->step_shards = palloc(sizeof(Datum) * n);
 	run->event_names = palloc(sizeof(Datum) * n);
@@ -221,6 +261,7 @@ NewStepColumns(NewRun *run)
 	run->nroot_waiting = 0;
 	run->nroot_sleeps = 0;
 	run->nroot_parked = 0;
+	run->ncopied = 0;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -237,12 +278,18 @@ NewStepColumns(NewRun *run)
 		run->timeouts[i] = Int32GetDatum(s->timeout_seconds);
 		run->stages[i] = TextOrNull(s->stage, &run->stage_nulls[i]);
 		run->deps[i] = Int32GetDatum(s->nedges);
+		run->pending[i] = Int32GetDatum(StepPending(run, i));
 		run->job_id_nulls[i] = true;
 		run->job_ids[i] = (Datum) 0;
 		run->step_shards[i] = Int16GetDatum(s->counter_shard);
 		run->capped[i] = BoolGetDatum(s->capped);
 		NewWaitColumns(run, i);
-		if (s->nedges > 0)
+		if (StepCopied(run, i))
+		{
+			run->statuses[i] = status_succeeded;
+			run->ncopied++;
+		}
+		else if (DatumGetInt32(run->pending[i]) > 0)
 			run->statuses[i] = status_blocked;
 		else if (s->kind == WF_KIND_EXTERNAL || s->kind == WF_KIND_EVENT)
 		{
@@ -344,14 +391,17 @@ CountStartingSteps(NewRun *run)
 	run->run_count[0] = run->nroot_jobs + run->nroot_sleeps;
 	run->run_count[1] = run->nroot_waiting;
 	run->run_count[2] = n - run->run_count[0] - run->run_count[1] -
-		run->nroot_parked;
+		run->nroot_parked - run->ncopied;
 	for (int c = 0; c < 3; c++)
 		run->shard_count[c] = NULL;
 	run->shard_executions = NULL;
 	if (nshards == 0)
 		return;
 
-	/* a capped run has no shards, so no step of a sharded one is parked */
+	/*
+	 * a capped run has no shards, so no step of a sharded one is parked; a
+	 * continuation has none either, so none is copied
+	 */
 	for (int c = 0; c < 3; c++)
 		run->shard_count[c] = palloc0(sizeof(int32) * (nshards + 1));
 	run->shard_executions = palloc0(sizeof(int32) * (nshards + 1));
@@ -388,10 +438,10 @@ InsertRunRow(NewRun *run)
 		" counter_shards, history_gap, input, workflow_name, workflow_version,"
 		" workflow_signature, node_execution_cap, concurrency_cap, cycle_cap,"
 		" retry_cap, executions_used, steps_parked, allowance_exhausted_cap,"
-		" deadline_at)"
+		" deadline_at, steps_succeeded)"
 		" VALUES ($1, $2, $3, $4, $5::workflow.run_status, $6, $7, $8, $9,"
 		" $10, $11, $12, NOT $14, $15, $16, $17, $18, $19, $20, $21, $22,"
-		" $23, $24, $25, $26)"
+		" $23, $24, $25, $26, $27)"
 		" ON CONFLICT (organization_id, idempotency_key)"
 		" WHERE idempotency_key IS NOT NULL DO NOTHING"
 		" RETURNING id),"
@@ -399,15 +449,15 @@ InsertRunRow(NewRun *run)
 		" SELECT r.id, NULL, 'run_started', $13::pg_catalog.jsonb FROM r"
 		"  WHERE $14)"
 		" SELECT r.id FROM r";
-	static const Oid run_types[26] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
+	static const Oid run_types[27] = {UUIDOID, UUIDOID, TEXTOID, JSONBOID,
 		TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
 		INT4OID, INT2OID, TEXTOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID,
 		TEXTOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
-	INT4OID, TIMESTAMPTZOID};
+	INT4OID, TIMESTAMPTZOID, INT4OID};
 	WfDefinition *def = run->def;
 	const RunStart *start = run->start;
-	Datum		values[26];
-	char		nulls[26];
+	Datum		values[27];
+	char		nulls[27];
 	bool		isnull;
 	const char *run_status;
 	StringInfoData detail;
@@ -449,7 +499,8 @@ InsertRunRow(NewRun *run)
 	LimitColumns(run, values + 18, nulls + 18);
 	values[25] = TimestampTzGetDatum(run->deadline);
 	nulls[25] = run->has_deadline ? ' ' : 'n';
-	WfExecute(&run_plan, run_sql, 26, run_types, values, nulls, false, 0);
+	values[26] = Int32GetDatum(run->ncopied);
+	WfExecute(&run_plan, run_sql, 27, run_types, values, nulls, false, 0);
 	return SPI_processed > 0;
 }
 
@@ -585,7 +636,7 @@ InsertCompensations(NewRun *run)
 	Datum		values[2];
 
 	for (int i = 0; i < def->nsteps; i++)
-		if (def->steps[i].compensate_job_type != NULL)
+		if (def->steps[i].compensate_job_type != NULL && !StepCopied(run, i))
 		{
 			ids[n] = UUIDPGetDatum(&def->steps[i].id);
 			compensates[n++] = def->steps[i].compensate;
@@ -625,7 +676,7 @@ InsertSteps(NewRun *run)
 		" u.job_type, $2, u.payload, u.priority, u.max_attempts,"
 		" u.timeout_seconds, u.stage, u.status::workflow.step_status, u.job_id,"
 		" CASE WHEN u.status" OP("<>") "'BLOCKED' THEN pg_catalog.statement_timestamp() END,"
-		" u.deps, u.deps, u.shard, u.status" OP("<>") "'BLOCKED' AND NOT $16,"
+		" u.deps, u.pending, u.shard, u.status" OP("<>") "'BLOCKED' AND NOT $16,"
 		" u.event_name, u.sleep_seconds, u.sleep_until, u.wait_timeout,"
 		" u.start_after,"
 		" CASE WHEN u.status" OP("=") "'SLEEPING'"
@@ -655,10 +706,11 @@ InsertSteps(NewRun *run)
 		" pg_catalog.unnest($19::pg_catalog.timestamptz[]),"
 		" pg_catalog.unnest($20::pg_catalog.int4[]),"
 		" pg_catalog.unnest($21::pg_catalog.int4[]),"
-		" pg_catalog.unnest($23::pg_catalog.bool[]))"
+		" pg_catalog.unnest($23::pg_catalog.bool[]),"
+		" pg_catalog.unnest($25::pg_catalog.int4[]))"
 		" AS u(id, step_key, kind, job_type, payload, priority, max_attempts,"
 		" timeout_seconds, stage, status, job_id, deps, shard, event_name,"
-		" sleep_seconds, sleep_until, wait_timeout, start_after, capped)"
+		" sleep_seconds, sleep_until, wait_timeout, start_after, capped, pending)"
 		" RETURNING id, workflow_run_id, step_key, status, job_id, wake_at,"
 		" parked_at),"
 		" q AS (INSERT INTO workflow.parked_steps (workflow_run_id, parked_at,"
@@ -672,20 +724,20 @@ InsertSteps(NewRun *run)
 		"  ('step_sleeping', pg_catalog.jsonb_build_object('wake_at', s.wake_at)),"
 		"  ('step_parked', '{}'::pg_catalog.jsonb))"
 		"  AS v(event_type, detail)"
-		" WHERE $16 AND s.status" OP("<>") "'BLOCKED'"
+		" WHERE $16 AND s.status::pg_catalog.text" OP("<>") "ALL ('{BLOCKED,SUCCEEDED}'::pg_catalog.text[])"
 		" AND (v.event_type" OP("=") "'step_parked')"
 		"  " OP("=") "(s.status::pg_catalog.text" OP("=") "'PARKED')"
 		" AND (v.event_type" OP("<>") "'step_sleeping'"
 		"  OR s.status::pg_catalog.text" OP("=") "'SLEEPING')";
-	static const Oid steps_types[24] = {UUIDOID, UUIDOID, UUIDARRAYOID,
+	static const Oid steps_types[25] = {UUIDOID, UUIDOID, UUIDARRAYOID,
 		TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID,
 		INT4ARRAYOID, INT2ARRAYOID, BOOLOID, TEXTARRAYOID, INT4ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID,
-	TIMESTAMPTZOID};
+		TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID,
+	TIMESTAMPTZOID, INT4ARRAYOID};
 	int			n = run->def->nsteps;
-	Datum		values[24];
-	char		nulls[24];
+	Datum		values[25];
+	char		nulls[25];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(run->id);
@@ -718,7 +770,8 @@ InsertSteps(NewRun *run)
 	values[22] = WfArray(run->capped, NULL, n, BOOLOID);
 	values[23] = TimestampTzGetDatum(run->deadline);
 	nulls[23] = run->has_deadline ? ' ' : 'n';
-	WfExecute(&steps_plan, steps_sql, 24, steps_types, values, nulls, false, 0);
+	values[24] = WfArray(run->pending, NULL, n, INT4OID);
+	WfExecute(&steps_plan, steps_sql, 25, steps_types, values, nulls, false, 0);
 }
 
 /* InsertCounterShards writes the counter shards of a sharded run. */
@@ -758,6 +811,53 @@ InsertCounterShards(NewRun *run)
 		values[c + 2] = WfArray(counts[c], NULL, nshards, INT4OID);
 	WfExecute(&shards_plan, shards_sql, 6, shards_types, values, NULL,
 			  false, 0);
+}
+
+/*
+ * InsertCopiedSteps gives a continuation's copied steps their outputs from
+ * the source run, marks them continued, and writes the step_succeeded
+ * that ends each one's history (naming the source).
+ */
+static void
+InsertCopiedSteps(NewRun *run)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH u AS (UPDATE workflow.workflow_steps s SET continued = true,"
+		" output = c.output, finished_at = pg_catalog.statement_timestamp()"
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]),"
+		" pg_catalog.unnest($2::pg_catalog.jsonb[])) AS c(id, output)"
+		" WHERE s.id" OP("=") "c.id AND s.workflow_run_id" OP("=") "$3"
+		" RETURNING s.workflow_run_id, s.step_key)"
+		" " WF_INSERT_EVENTS
+		" SELECT u.workflow_run_id, u.step_key, 'step_succeeded',"
+		" pg_catalog.jsonb_build_object('continued_from', $4::pg_catalog.uuid)"
+		" FROM u WHERE $5";
+	static const Oid types[5] = {UUIDARRAYOID, JSONBARRAYOID, UUIDOID, UUIDOID,
+	BOOLOID};
+	const WfRunContinuation *c = run->start->continuation;
+	Datum	   *ids = palloc(sizeof(Datum) * run->ncopied);
+	Datum	   *outputs = palloc(sizeof(Datum) * run->ncopied);
+	bool	   *output_nulls = palloc(sizeof(bool) * run->ncopied);
+	Datum		values[5];
+	int			n = 0;
+
+	for (int i = 0; i < run->def->nsteps; i++)
+		if (c->copied[i])
+		{
+			ids[n] = run->ids[i];
+			outputs[n] = c->outputs[i];
+			output_nulls[n++] = c->output_nulls[i];
+		}
+	values[0] = WfArray(ids, NULL, n, UUIDOID);
+	values[1] = WfArray(outputs, output_nulls, n, JSONBOID);
+	values[2] = UUIDPGetDatum(run->id);
+	values[3] = UUIDPGetDatum(c->source_run_id);
+	values[4] = BoolGetDatum(WfHistoryRecordsSteps());
+	WfExecuteAsEngine(&plan, sql, 5, types, values, NULL);
+	pfree(ids);
+	pfree(outputs);
+	pfree(output_nulls);
 }
 
 /* InsertEdges writes the run's dependency edges in one statement. */
@@ -889,6 +989,8 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 		return;
 	}
 	InsertSteps(&run);
+	if (run.ncopied > 0)
+		InsertCopiedSteps(&run);
 	InsertCompensations(&run);
 	if (def->counter_shards > 0)
 		InsertCounterShards(&run);
@@ -899,6 +1001,28 @@ InsertRun(WfDefinition *def, Jsonb *definition, pg_uuid_t *run_id,
 	RecordExhaustedAtStart(&run);
 	if (run.nroot_sleeps > 0)
 		WakeRootSleeps(&run);
+}
+
+/*
+ * WfInsertContinuationRun writes a continuation's successor: the run of a
+ * checked definition, in the source's organization, with its input, the
+ * steps c->copied marks copied from the source as finished; returns its
+ * id in *run_id.
+ */
+void
+WfInsertContinuationRun(WfDefinition *def, Jsonb *definition,
+						pg_uuid_t *run_id, const WfRunContinuation *c)
+{
+	RunStart	start;
+
+	memset(&start, 0, sizeof(RunStart));
+	start.org = c->org ? UUIDPGetDatum(c->org) : (Datum) 0;
+	start.org_null = c->org == NULL;
+	start.idem_null = true;
+	start.input = c->input;
+	start.input_null = c->input_null;
+	start.continuation = c;
+	InsertRun(def, definition, run_id, &start);
 }
 
 /*

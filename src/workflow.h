@@ -202,6 +202,7 @@ typedef struct WfRepeat
 	bool		output_null;
 	char	   *predicate_type; /* jsonb_typeof of the predicate's value */
 	bool		predicate_true;
+	char	   *predicate_error;	/* why its evaluation failed, or NULL */
 	Datum		body;			/* text[] of keys */
 	Datum		back_to;		/* text[] of keys */
 	WfRepeatVerdict verdict;
@@ -370,6 +371,28 @@ typedef struct WfActiveVersion
 } WfActiveVersion;
 
 extern bool WfReadActiveVersion(text *name, WfActiveVersion *active);
+
+/* run.c: the inserts of a new run */
+
+/*
+ * A continuation's successor: copied[i] for each step of its definition
+ * that is copied from the source as SUCCEEDED, with outputs[i].
+ */
+typedef struct WfRunContinuation
+{
+	const pg_uuid_t *org;		/* NULL: none */
+	Datum		input;
+	bool		input_null;
+	const pg_uuid_t *source_run_id;
+	const bool *copied;
+	const Datum *outputs;
+	const bool *output_nulls;
+} WfRunContinuation;
+
+struct WfDefinition;
+extern void WfInsertContinuationRun(struct WfDefinition *def, Jsonb *definition,
+									pg_uuid_t *run_id,
+									const WfRunContinuation *c);
 
 /* definition.c: parsing and validation of a run's definition */
 

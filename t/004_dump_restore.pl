@@ -5,8 +5,9 @@
 # back and finishes it, one whose holder is gone), QUEUED and BLOCKED steps,
 # an external step waiting for the outside world, a run that ended with
 # errors, a canceled run, a run under concurrency_cap 1 with a step
-# parked in the parking queue, a loop at its second generation, an
-# idempotency key, and plain jobs.  The dump is
+# parked in the parking queue, a loop at its second generation, a loop
+# exhausted and continued in a successor run, an idempotency key, and plain
+# jobs.  The dump is
 # restored twice into a new cluster: pg_restore of the custom format, and
 # psql of the plain format.  pg_extension_config_dump puts the table data in
 # the dump, so the copies hold exactly the origin's rows.  Then the same
@@ -127,6 +128,22 @@ my $loop_def = json_text(
 			}
 		]
 	});
+my $exhausted_def = json_text(
+	{
+		name => 'exhausted',
+		steps => [
+			{ key => 'x0', job_type => 'loop.x0' },
+			{ key => 'x', job_type => 'loop.x', depends_on => ['x0'] },
+			{
+				key => 'again',
+				kind => 'repeat',
+				depends_on => ['x'],
+				back_to => ['x'],
+				while => '$.done == "loop.x"',
+				max_iterations => 1
+			}
+		]
+	});
 my $canceled_def = json_text(
 	{
 		name => 'canceled',
@@ -174,6 +191,20 @@ my $loop = sql($origin, 'postgres', "SELECT workflow.start_run('$loop_def')");
 sql($origin, 'postgres',
 	"SELECT workflow.complete_job('$id', '$token', '{\"done\": \"loop.a\"}')");
 
+# a loop exhausted at once, continued for one more generation: the
+# successor copies x0 and waits for x
+my $exhausted = sql($origin, 'postgres', "SELECT workflow.start_run('$exhausted_def')");
+for my $type ('loop.x0', 'loop.x')
+{
+	($id, $token) = claim($origin, 'postgres', $type, 'w1');
+	sql($origin, 'postgres',
+		"SELECT workflow.complete_job('$id', '$token', '{\"done\": \"$type\"}')");
+}
+my $successor = sql($origin, 'postgres',
+	"SELECT workflow.continue_run('$exhausted', 1, s.output_checksum)"
+	  . " FROM workflow.continuation_source('$exhausted') s");
+like($successor, qr/^[0-9a-f-]{36}$/, 'origin: the exhausted loop is continued');
+
 my $canceled = sql($origin, 'postgres',
 	"SELECT workflow.start_run('$canceled_def')");
 sql($origin, 'postgres',
@@ -202,13 +233,14 @@ is( sql(
 SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
   FROM (SELECT status, count(*) AS n FROM workflow.workflow_steps GROUP BY status) s}
 	),
-	'BLOCKED=5 ENQUEUED=4 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=3 FAILED=1 CANCELED=3 PARKED=1',
+	'BLOCKED=6 ENQUEUED=5 RUNNING=2 WAITING_FOR_EXTERNAL=1 SUCCEEDED=6 FAILED=2 CANCELED=3 PARKED=1',
 	'origin: steps in every state at dump time');
 is( sql(
 		$origin, 'postgres',
-		"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
+		"SELECT string_agg(name || '=' || status, ' ' ORDER BY name, status) FROM workflow.workflow_runs"
 	),
 	'build=WAITING_FOR_EXTERNAL canceled=CANCELED capped=RUNNING chain=RUNNING'
+	  . ' exhausted=RUNNING exhausted=COMPLETED_WITH_ERRORS'
 	  . ' failed=COMPLETED_WITH_ERRORS fan=RUNNING loop=RUNNING',
 	'origin: runs in flight and finished at dump time');
 verify_is_clean($origin, 'origin at dump time');
@@ -223,7 +255,7 @@ my $fingerprint_sql = join(
 		  . " || md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
 		  . " FROM workflow.$_ t"
 	} qw(job_queue workflow_runs workflow_steps workflow_step_dependencies
-	  organization_members workflow_events parked_steps));
+	  organization_members workflow_events parked_steps workflow_continuations));
 my $dump_last_event = sql($origin, 'postgres',
 	'SELECT max(id) FROM workflow.workflow_events');
 my $origin_fingerprint = sql($origin, 'postgres', $fingerprint_sql);
@@ -295,7 +327,7 @@ SELECT bool_and(c.relrowsecurity AND c.relforcerowsecurity), count(*),
        has_function_privilege('workflow_worker', 'workflow.claim(text,text[],integer,uuid,text)', 'EXECUTE')
   FROM pg_class c
  WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind = 'r'}),
-		't|10|f|t',
+		't|11|f|t',
 		"$label: row-level security and the grants are in place");
 }
 
@@ -394,9 +426,10 @@ $$});
 
 	is( sql(
 			$node, $db,
-			"SELECT string_agg(name || '=' || status, ' ' ORDER BY name) FROM workflow.workflow_runs"
+			"SELECT string_agg(name || '=' || status, ' ' ORDER BY name, status) FROM workflow.workflow_runs"
 		),
 		'build=SUCCEEDED canceled=CANCELED capped=SUCCEEDED chain=SUCCEEDED'
+		  . ' exhausted=COMPLETED_WITH_ERRORS exhausted=COMPLETED_WITH_ERRORS'
 		  . ' failed=COMPLETED_WITH_ERRORS fan=SUCCEEDED loop=SUCCEEDED',
 		"$label: every run finished");
 	is( sql(
@@ -424,6 +457,18 @@ SELECT count(*) FROM (
 			  . " WHERE workflow_run_id = '$loop' AND step_key = 'again'"),
 		'2 {"output": {"done": "loop.a"}, "outcome": "iteration_limit_reached"}',
 		"$label: the loop went on from its generation to its bound");
+	is( sql(
+			$node, $db,
+			"SELECT c.prior_iterations || ' ' || c.additional_iterations || ' '"
+			  . " || (c.document_scope_id = '$exhausted') || ' ' || s.status || ' '"
+			  . " || (SELECT string_agg(t.step_key || ':' || t.continued, ',' ORDER BY t.step_key)"
+			  . "       FROM workflow.workflow_steps t WHERE t.workflow_run_id = s.workflow_run_id)"
+			  . " FROM workflow.workflow_continuations c"
+			  . " JOIN workflow.workflow_steps s ON s.workflow_run_id = c.successor_run_id"
+			  . "  AND s.step_key = 'again'"
+			  . " WHERE c.predecessor_run_id = '$exhausted'"),
+		'1 1 true FAILED again:false,x:false,x0:true',
+		"$label: the successor's lineage came along, and it ran its one generation");
 	verify_is_clean($node, "$label at the end", $db);
 	is( sql(
 			$node, $db,

@@ -224,13 +224,16 @@ SELECT col_type_is('workflow', c.table_name, c.column_name, c.type_schema, c.typ
 -- Every table of runs and jobs carries workflow_run_id (job_queue too, NULL
 -- for plain jobs); workflow_runs is keyed by the run id itself, and
 -- organization_members (roles and their organizations) and
--- workflow_definitions (the registry, shared by every run) hold no run data.
+-- workflow_definitions (the registry, shared by every run) hold no run data;
+-- workflow_continuations links two runs, successor_run_id and
+-- predecessor_run_id.
 SELECT is_empty($$
     SELECT c.relname FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
        AND c.oid NOT IN ('workflow.workflow_runs'::regclass,
                          'workflow.organization_members'::regclass,
-                         'workflow.workflow_definitions'::regclass)
+                         'workflow.workflow_definitions'::regclass,
+                         'workflow.workflow_continuations'::regclass)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                         WHERE a.attrelid = c.oid AND a.attname = 'workflow_run_id'
                           AND NOT a.attisdropped)
@@ -543,11 +546,12 @@ SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'workflow'),
           ARRAY['workflow.event_inbox', 'workflow.job_queue', 'workflow.organization_members',
-                'workflow.parked_steps', 'workflow.step_completion_seq', 'workflow.workflow_definitions',
+                'workflow.parked_steps', 'workflow.step_completion_seq',
+                'workflow.workflow_continuations', 'workflow.workflow_definitions',
                 'workflow.workflow_events', 'workflow.workflow_events_id_seq',
                 'workflow.workflow_run_counters', 'workflow.workflow_runs',
                 'workflow.workflow_step_dependencies', 'workflow.workflow_steps'],
-          'the ten tables, the event id sequence and the completion sequence, and only they, are registered with pg_extension_config_dump');
+          'the eleven tables, the event id sequence and the completion sequence, and only they, are registered with pg_extension_config_dump');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'workflow'::regnamespace AND c.relkind IN ('r', 'p')
@@ -557,8 +561,8 @@ $$, 'every table of schema workflow is registered with pg_extension_config_dump'
 SELECT is((SELECT array_agg(x ORDER BY x) FROM unnest(
               (SELECT e.extcondition FROM pg_catalog.pg_extension e
                 WHERE e.extname = 'workflow')) AS x),
-          ARRAY['', '', '', '', '', '', '', '', '', '', '', ''],
-          'all ten tables and the two sequences are dumped whole (no filter condition)');
+          ARRAY['', '', '', '', '', '', '', '', '', '', '', '', ''],
+          'all eleven tables and the two sequences are dumped whole (no filter condition)');
 
 -- ---------------------------------------------------------------------------
 -- Indexes and constraints the schema rules require.

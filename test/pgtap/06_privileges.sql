@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(473);
+SELECT plan(495);
 
 CREATE SCHEMA wf_tap;
 GRANT USAGE ON SCHEMA wf_tap TO PUBLIC;
@@ -152,6 +152,10 @@ INSERT INTO wf_tap.fn (fname, args, worker, client, reader, admin) VALUES
     ('uuid_v7', ARRAY[]::name[], true, true, true, true),
     ('my_organizations', ARRAY[]::name[], true, true, true, true),
     ('output_checksum', ARRAY['jsonb'], true, true, true, true),
+    -- client and reader
+    ('continuation_source', ARRAY['uuid', 'uuid'], false, true, true, true),
+    -- client
+    ('continue_run', ARRAY['uuid', 'integer', 'text', 'integer', 'uuid'], false, true, false, true),
     -- trigger functions: nobody
     ('job_queue_sync_step', ARRAY[]::name[], false, false, false, false),
     ('job_queue_finish_statement', ARRAY[]::name[], false, false, false, false),
@@ -173,13 +177,14 @@ SELECT functions_are('workflow', ARRAY[
     '_run_moves', 'job_inputs', 'start_workflow', 'register_workflow',
     'unregister_workflow', 'compensate_run', 'resume_run', 'retire_run',
     'retry_run', 'job_step_key', 'maintenance_passes',
-    'increase_execution_allowance', 'output_checksum']::name[],
-    'schema workflow holds the 44 functions listed here, and no other');
+    'increase_execution_allowance', 'output_checksum', 'continuation_source',
+    'continue_run']::name[],
+    'schema workflow holds the 46 functions listed here, and no other');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc p
-            WHERE p.pronamespace = 'workflow'::regnamespace), 44,
-          'schema workflow holds 44 functions (no overloads besides the list)');
+            WHERE p.pronamespace = 'workflow'::regnamespace), 46,
+          'schema workflow holds 46 functions (no overloads besides the list)');
 
--- 44 functions x 4 roles
+-- 46 functions x 4 roles
 SELECT function_privs_are('workflow', f.fname, f.args, r.role,
            CASE WHEN CASE r.role WHEN 'workflow_worker' THEN f.worker
                                  WHEN 'workflow_client' THEN f.client
@@ -196,7 +201,7 @@ SELECT function_privs_are('workflow', f.fname, f.args, r.role,
   FROM wf_tap.fn f CROSS JOIN wf_tap.roles r
  ORDER BY f.n, r.n;
 
--- 44 functions x PUBLIC
+-- 46 functions x PUBLIC
 SELECT function_privs_are('workflow', f.fname, f.args, 'public', ARRAY[]::name[],
            format('PUBLIC may not execute workflow.%s(%s)', f.fname,
                   array_to_string(f.args, ', ')))
@@ -262,6 +267,9 @@ $$, $$ VALUES
     ('output_checksum', 'workflow_client', 'EXECUTE', false),
     ('output_checksum', 'workflow_reader', 'EXECUTE', false),
     ('output_checksum', 'workflow_admin', 'EXECUTE', false),
+    ('continuation_source', 'workflow_client', 'EXECUTE', false),
+    ('continuation_source', 'workflow_reader', 'EXECUTE', false),
+    ('continue_run', 'workflow_client', 'EXECUTE', false),
     ('my_organizations', 'workflow_worker', 'EXECUTE', false),
     ('my_organizations', 'workflow_client', 'EXECUTE', false),
     ('my_organizations', 'workflow_reader', 'EXECUTE', false),
@@ -290,13 +298,13 @@ INSERT INTO wf_tap.tbl VALUES
     (1, 'job_queue'), (2, 'workflow_runs'), (3, 'workflow_steps'),
     (4, 'workflow_step_dependencies'), (5, 'workflow_run_counters'),
     (6, 'organization_members'), (7, 'workflow_events'), (8, 'event_inbox'),
-    (9, 'workflow_definitions'), (10, 'parked_steps');
+    (9, 'workflow_definitions'), (10, 'parked_steps'), (11, 'workflow_continuations');
 
 SELECT tables_are('workflow', ARRAY[
     'job_queue', 'workflow_runs', 'workflow_steps', 'workflow_step_dependencies',
     'workflow_run_counters', 'organization_members', 'workflow_events',
-    'event_inbox', 'workflow_definitions', 'parked_steps']::name[],
-    'schema workflow holds the ten tables listed here, and no other');
+    'event_inbox', 'workflow_definitions', 'parked_steps', 'workflow_continuations']::name[],
+    'schema workflow holds the eleven tables listed here, and no other');
 
 -- 10 tables x 4 roles: the reader SELECTs; the admin too, through
 -- workflow_reader; worker and client hold nothing.
@@ -342,6 +350,7 @@ $$, $$ VALUES
     ('event_inbox', 'workflow_reader', 'SELECT', false),
     ('workflow_definitions', 'workflow_reader', 'SELECT', false),
     ('parked_steps', 'workflow_reader', 'SELECT', false),
+    ('workflow_continuations', 'workflow_reader', 'SELECT', false),
     ('run_overview', 'workflow_reader', 'SELECT', false),
     ('queue_stats', 'workflow_reader', 'SELECT', false),
     ('step_timeline', 'workflow_reader', 'SELECT', false),
@@ -440,7 +449,10 @@ INSERT INTO wf_tap.policy_qual VALUES
     (7, 'workflow_definitions', 'true'),
     (8, 'parked_steps',
      '((( SELECT workflow.my_organizations() AS my_organizations) IS NULL) OR '
-     || E'(workflow_run_id IN ( SELECT r.id\n   FROM workflow.workflow_runs r)))');
+     || E'(workflow_run_id IN ( SELECT r.id\n   FROM workflow.workflow_runs r)))'),
+    (9, 'workflow_continuations',
+     '((( SELECT workflow.my_organizations() AS my_organizations) IS NULL) OR '
+     || E'(successor_run_id IN ( SELECT r.id\n   FROM workflow.workflow_runs r)))');
 
 SELECT is((SELECT pg_catalog.pg_get_expr(p.polqual, p.polrelid)
              FROM pg_catalog.pg_policy p

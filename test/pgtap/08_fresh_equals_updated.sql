@@ -314,9 +314,9 @@ SELECT is((SELECT count(*) FROM wf_tap.updated WHERE kind = 'member'), :'updated
           'the updated description names every member of the extension');
 SELECT is((SELECT string_agg(format('%s %s', kind, n), ', ' ORDER BY kind)
              FROM (SELECT kind, count(*) AS n FROM wf_tap.fresh GROUP BY kind) k),
-          'acl 99, column 194, comment 28, config_dump 12, constraint 13, enum 5, extension 1, '
-          'function 44, index 31, init_privs 61, member 65, policy 10, relation 47, rule 4, '
-          'schema 1, sequence 2, trigger 6, type 38',
+          'acl 104, column 202, comment 32, config_dump 13, constraint 15, enum 5, extension 1, '
+          'function 46, index 33, init_privs 64, member 68, policy 11, relation 50, rule 4, '
+          'schema 1, sequence 2, trigger 6, type 40',
           'the fresh description: so many facts of each kind');
 
 -- Kind by kind: what the updated install has that the fresh one lacks is
