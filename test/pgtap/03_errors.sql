@@ -17,7 +17,7 @@ CREATE EXTENSION IF NOT EXISTS workflow;
 SET client_min_messages = warning;
 
 BEGIN;
-SELECT plan(144);
+SELECT plan(151);
 
 CREATE SCHEMA wf_tap;
 
@@ -603,6 +603,34 @@ SELECT is(wf_tap.err(format('SELECT workflow.increase_execution_allowance(%L, 1,
 SELECT is(wf_tap.err($$SELECT workflow.start_run('{"limits": {"concurrency_cap": 0},
     "steps": [{"key": "a", "job_type": "errors.cap"}]}')$$),
     '22023 workflow.invalid_definition', 'a definition with a bad limit');
+
+-- ---------------------------------------------------------------------------
+-- The loop and continuation codes (1.12): 55000
+-- workflow.continuation_ineligible, 23505 workflow.continuation_conflict,
+-- and the codes a repeat step writes into its row.
+SELECT workflow.start_run('{"steps": [{"key": "d", "job_type": "errors.loop"},
+    {"key": "r", "kind": "repeat", "depends_on": ["d"], "back_to": ["d"],
+     "while": "$.again", "max_iterations": 1}]}') AS looped \gset
+SELECT is(wf_tap.err(format('SELECT count(*) FROM workflow.continuation_source(%L)', :'looped')),
+    '55000 workflow.continuation_ineligible', 'a live run is no continuation source');
+SELECT is(wf_tap.err($$SELECT workflow.complete_job(c.id, c.lease_token, '{"again": true}')
+                        FROM workflow.claim('errors', ARRAY['errors.loop']) c$$),
+    'ok', 'the loop reaches its bound');
+SELECT is((SELECT last_error_code FROM workflow.workflow_steps
+            WHERE workflow_run_id = :'looped' AND step_key = 'r'),
+    'workflow.repeat_iteration_limit_exhausted', 'the exhausted repeat step carries its code');
+SELECT is(wf_tap.err(format('SELECT workflow.continue_run(%L, 1, %L)', :'looped',
+                            workflow.output_checksum('{"again": false}'))),
+    '23505 workflow.continuation_conflict', 'a continuation from another output than the exhausted one');
+SELECT is(wf_tap.err(format('SELECT workflow.continue_run(%L, 0, %L)', :'looped',
+                            workflow.output_checksum('{"again": true}'))),
+    '22023 job.invalid_argument', 'a continuation with no iteration');
+SELECT is(wf_tap.err(format('SELECT workflow.continue_run(%L, 1, %L)', :'looped',
+                            workflow.output_checksum('{"again": true}'))),
+    'ok', 'the continuation of the exhausted loop');
+SELECT is(wf_tap.err(format('SELECT workflow.continue_run(%L, 2, %L)', :'looped',
+                            workflow.output_checksum('{"again": true}'))),
+    '23505 workflow.continuation_conflict', 'a second continuation of another request');
 
 SELECT * FROM finish();
 ROLLBACK;
