@@ -276,12 +276,14 @@ SELECT pg_temp.finish(:'bv', 'a', '{"more": false}') IS NOT NULL;
 SELECT step_key, status, generation, output FROM pg_temp.steps(:'bv');
 
 -- 10. A body step that fails stops the loop: the repeat and its dependents
--- are canceled, the run ends with errors, and retry_run does not run part
--- of the body again.
+-- are canceled, the run ends with errors.  retry_run runs the failed
+-- generation again as a whole, at the next generation (which counts
+-- against the bound): the body, the draft that had succeeded in it too,
+-- and the repeat; a loop with no generation left is not retried.
 SELECT workflow.start_run(pg_temp.review_loop(3)) AS bf \gset
 SELECT pg_temp.finish(:'bf', 'draft', '{}') IS NOT NULL,
        pg_temp.finish(:'bf', 'review', '{"approved": false}') IS NOT NULL;
-SELECT pg_temp.finish(:'bf', 'draft', '{}') IS NOT NULL;
+SELECT pg_temp.finish(:'bf', 'draft', '{"text": "v2"}') AS draft_payload;
 UPDATE workflow.job_queue q SET status = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(),
        leased_until = now() + interval '1 hour'
   FROM workflow.workflow_steps s
@@ -291,8 +293,35 @@ SELECT workflow.fail_job(q.id, q.lease_token, 'rp.bad', 'no reviewer', false)
  WHERE s.workflow_run_id = :'bf' AND s.step_key = 'review';
 SELECT * FROM pg_temp.steps(:'bf');
 SELECT status FROM workflow.workflow_runs WHERE id = :'bf';
-SELECT pg_temp.try(format('SELECT workflow.retry_run(%L)', :'bf'));
+SELECT workflow.retry_run(:'bf');
+SELECT step_key, status, generation FROM pg_temp.steps(:'bf');
+SELECT j.payload FROM workflow.job_queue j JOIN workflow.workflow_steps s ON s.job_id = j.id
+ WHERE s.workflow_run_id = :'bf' AND s.step_key = 'draft';
+SELECT steps_active, steps_blocked, steps_succeeded, steps_failed, steps_canceled
+  FROM workflow.workflow_runs WHERE id = :'bf';
 SELECT * FROM workflow.verify(:'bf');
+SELECT pg_temp.finish(:'bf', 'draft', '{"text": "v3"}') IS NOT NULL,
+       pg_temp.finish(:'bf', 'review', '{"approved": true}') IS NOT NULL,
+       pg_temp.finish(:'bf', 'publish', '{}') IS NOT NULL;
+SELECT status FROM workflow.workflow_runs WHERE id = :'bf';
+SELECT * FROM pg_temp.settled(:'bf');
+SELECT event_type, step_key, detail ->> 'generation' AS generation FROM workflow.run_history(:'bf')
+ WHERE event_type IN ('run_retried', 'step_reset') ORDER BY id;
+SELECT * FROM workflow.verify(:'bf');
+-- the failure in the last generation the bound allows: nothing to run again
+SELECT workflow.start_run(pg_temp.review_loop(2)) AS bl \gset
+SELECT pg_temp.finish(:'bl', 'draft', '{}') IS NOT NULL,
+       pg_temp.finish(:'bl', 'review', '{"approved": false}') IS NOT NULL,
+       pg_temp.finish(:'bl', 'draft', '{}') IS NOT NULL;
+UPDATE workflow.job_queue q SET status = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(),
+       leased_until = now() + interval '1 hour'
+  FROM workflow.workflow_steps s
+ WHERE s.workflow_run_id = :'bl' AND s.step_key = 'review' AND q.id = s.job_id;
+SELECT workflow.fail_job(q.id, q.lease_token, 'rp.bad', 'no reviewer', false)
+  FROM workflow.job_queue q JOIN workflow.workflow_steps s ON q.id = s.job_id
+ WHERE s.workflow_run_id = :'bl' AND s.step_key = 'review';
+SELECT pg_temp.try(format('SELECT workflow.retry_run(%L)', :'bl'));
+SELECT step_key, status, generation FROM pg_temp.steps(:'bl');
 
 -- A body step whose ON_SUCCESS prerequisite outside the body failed is
 -- canceled again in every generation, not left waiting: x fails, a (after

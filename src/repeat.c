@@ -48,7 +48,12 @@ static void EvaluatePredicate(WfRepeat *rep, const char *path);
 static void Decide(WfRepeat *rep);
 static const char *VerdictName(WfRepeatVerdict verdict);
 static Datum SettledDetail(const WfRepeat *rep);
+static int	ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
+						  Datum back_to, Datum output, bool output_null,
+						  const char *key, bool restart, pg_uuid_t *ids,
+						  bool *ready);
 static int	ResetBody(const WfRepeat *rep, pg_uuid_t *ready);
+static void ReopenRepeat(const WfLoopRestart *loop);
 static WfCounter BodyCounter(const char *status);
 static void RearmRepeat(const WfRepeat *rep);
 
@@ -343,18 +348,23 @@ WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids)
 }
 
 /*
- * ResetBody puts the body's steps back to BLOCKED at the next generation:
- * a prerequisite in the body counts as pending, an ON_SUCCESS one outside
- * it that did not succeed as unsatisfied; what their last generation left
- * is cleared, and the back_to steps' payloads carry the loop's "repeat"
- * key.  A step keeps its completion_seq: the work its last successful
- * generation did is still to be undone by a compensation until a later
- * generation succeeds.  Moves their counters, writes step_reset, and
- * returns in ready the steps that wait for no prerequisite (the release
- * cancels those that cannot run); returns how many.
+ * ResetBodyRows puts the body's steps (by key) back to BLOCKED at
+ * generation: a prerequisite in the body counts as pending, an ON_SUCCESS
+ * one outside it that did not succeed as unsatisfied; what their last
+ * generation left is cleared.  Going round (restart false), the back_to
+ * steps' payloads get the loop's "repeat" key with output as previous;
+ * running a generation again (restart), a payload that has the key only
+ * gets the new generation in it.  A step keeps its completion_seq: the
+ * work its last successful generation did is still to be undone by a
+ * compensation until a later generation succeeds.  Moves their counters,
+ * writes step_reset, and returns the steps in ids, with ready[i] for those
+ * that wait for no prerequisite (the release cancels those that cannot
+ * run); returns how many.
  */
 static int
-ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
+ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
+			  Datum back_to, Datum output, bool output_null, const char *key,
+			  bool restart, pg_uuid_t *ids, bool *ready)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -375,7 +385,10 @@ ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
 		"  generation = $3,"
 		"  dependency_count_pending = c.pending,"
 		"  dependency_count_unsatisfied = c.unsatisfied,"
-		"  payload = CASE WHEN s.step_key" OP("=") "ANY ($4)"
+		"  payload = CASE WHEN $8 THEN CASE WHEN s.payload" OP("?") "'repeat'"
+		"    THEN pg_catalog.jsonb_set(s.payload, '{repeat,generation}', pg_catalog.to_jsonb($3))"
+		"    ELSE s.payload END"
+		"   WHEN s.step_key" OP("=") "ANY ($4)"
 		"   THEN s.payload" OP("||") "pg_catalog.jsonb_build_object('repeat',"
 		"   pg_catalog.jsonb_build_object('step', $7, 'generation', $3,"
 		"   'previous', $5::pg_catalog.jsonb))"
@@ -396,35 +409,60 @@ ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
 		"  pg_catalog.jsonb_build_object('generation', u.generation, 'repeat', $7::pg_catalog.text)"
 		"  FROM u WHERE $6)"
 		" SELECT u.id, u.was, u.shard, u.ready FROM u ORDER BY u.id";
-	static const Oid types[7] = {UUIDOID, TEXTARRAYOID, INT4OID, TEXTARRAYOID,
-	JSONBOID, BOOLOID, TEXTOID};
-	Datum		values[7];
-	char		nulls[7];
-	int			nready = 0;
+	static const Oid types[8] = {UUIDOID, TEXTARRAYOID, INT4OID, TEXTARRAYOID,
+	JSONBOID, BOOLOID, TEXTOID, BOOLOID};
+	Datum		values[8];
+	char		nulls[8];
 	int			n;
 
 	memset(nulls, ' ', sizeof(nulls));
-	values[0] = UUIDPGetDatum(&rep->run_id);
-	values[1] = rep->body;
-	values[2] = Int32GetDatum(rep->generation + 1);
-	values[3] = rep->back_to;
-	values[4] = rep->output;
-	nulls[4] = rep->output_null ? 'n' : ' ';
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = body;
+	values[2] = Int32GetDatum(generation);
+	values[3] = back_to;
+	nulls[3] = back_to == (Datum) 0 ? 'n' : ' ';
+	values[4] = output;
+	nulls[4] = output_null ? 'n' : ' ';
 	values[5] = BoolGetDatum(WfHistoryRecordsSteps());
-	values[6] = CStringGetTextDatum(rep->key);
-	WfExecuteAsEngine(&plan, sql, 7, types, values, nulls);
+	values[6] = CStringGetTextDatum(key);
+	values[7] = BoolGetDatum(restart);
+	WfExecuteAsEngine(&plan, sql, 8, types, values, nulls);
 	n = (int) SPI_processed;
 	for (int i = 0; i < n; i++)
 	{
-		pg_uuid_t	id;
 		int16		shard = (int16) WfResultInt32(i, 3);
 
-		WfResultUuid(i, 1, &id);
-		WfRunDeltaAdd(&rep->run_id, shard, BodyCounter(WfResultText(i, 2)), -1);
-		WfRunDeltaAdd(&rep->run_id, shard, WF_COUNT_BLOCKED, 1);
-		if (WfResultBool(i, 4))
-			ready[nready++] = id;
+		WfResultUuid(i, 1, &ids[i]);
+		WfRunDeltaAdd(run_id, shard, BodyCounter(WfResultText(i, 2)), -1);
+		WfRunDeltaAdd(run_id, shard, WF_COUNT_BLOCKED, 1);
+		ready[i] = WfResultBool(i, 4);
 	}
+	return n;
+}
+
+/*
+ * ResetBody resets the body for the next generation, the output that sent
+ * the loop round as previous; returns in ready the steps that wait for no
+ * prerequisite, and how many.
+ */
+static int
+ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
+{
+	int			max = (int) ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(rep->body)),
+										   ARR_DIMS(DatumGetArrayTypeP(rep->body)));
+	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * Max(max, 1));
+	bool	   *is_ready = palloc(sizeof(bool) * Max(max, 1));
+	int			n;
+	int			nready = 0;
+
+	n = ResetBodyRows(&rep->run_id, rep->body, rep->generation + 1,
+					  rep->back_to, rep->output, rep->output_null, rep->key,
+					  false, ids, is_ready);
+	for (int i = 0; i < n; i++)
+		if (is_ready[i])
+			ready[nready++] = ids[i];
+	pfree(ids);
+	pfree(is_ready);
 	return nready;
 }
 
@@ -496,4 +534,129 @@ WfStartGeneration(const WfRepeat *rep, pg_uuid_t *ready)
 
 	RearmRepeat(rep);
 	return nready;
+}
+
+/*
+ * WfLoopsToRestart finds the loops a retry runs a generation of again: the
+ * repeat steps of the run whose body holds one of the steps to reset
+ * (reset_ids, uuid[]) that had a job, i.e. failed or was canceled in the
+ * generation under way.  Reads the run's repeat steps.  Returns how many,
+ * in ascending repeat id.
+ */
+int
+WfLoopsToRestart(const pg_uuid_t *run_id, Datum reset_ids, WfLoopRestart **loops)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"SELECT r.id, r.step_key, r.generation,"
+		" LEAST((r.payload" OP("->>") "'max_iterations')::pg_catalog.int4,"
+		"  COALESCE(w.cycle_cap, (r.payload" OP("->>") "'max_iterations')::pg_catalog.int4)),"
+		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'body'))"
+		" FROM workflow.workflow_steps r"
+		" JOIN workflow.workflow_runs w ON w.id" OP("=") "r.workflow_run_id"
+		" WHERE r.workflow_run_id" OP("=") "$1"
+		" AND r.execution_kind::pg_catalog.text" OP("=") "'REPEAT'"
+		" AND EXISTS (SELECT 1 FROM workflow.workflow_steps b"
+		"  WHERE b.id" OP("=") "ANY ($2) AND b.workflow_run_id" OP("=") "$1"
+		"  AND b.job_id IS NOT NULL AND (r.payload" OP("->") "'body')" OP("?") "b.step_key)"
+		" ORDER BY r.id";
+	static const Oid types[2] = {UUIDOID, UUIDARRAYOID};
+	Datum		values[2];
+	bool		isnull;
+	int			n;
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = reset_ids;
+	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
+	n = (int) SPI_processed;
+	*loops = palloc0(sizeof(WfLoopRestart) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		WfLoopRestart *l = &(*loops)[i];
+
+		l->run_id = *run_id;
+		WfResultUuid(i, 1, &l->repeat_id);
+		l->key = WfResultText(i, 2);
+		l->generation = WfResultInt32(i, 3);
+		l->bound = WfResultInt32(i, 4);
+		l->body = SPI_datumTransfer(WfResultDatum(i, 5, &isnull), false, -1);
+	}
+	return n;
+}
+
+/*
+ * ReopenRepeat makes a loop's repeat step, which the failure in its body
+ * canceled, wait again for its prerequisite at the loop's next generation.
+ */
+static void
+ReopenRepeat(const WfLoopRestart *loop)
+{
+	static SPIPlanPtr plan = NULL;
+	static const char *sql =
+		"WITH o AS (SELECT s.status AS was, s.counter_shard FROM workflow.workflow_steps s"
+		"  WHERE s.id" OP("=") "$1),"
+		" u AS (UPDATE workflow.workflow_steps s SET status = 'BLOCKED',"
+		"  generation = $2,"
+		"  dependency_count_pending = s.dependency_count_total,"
+		"  dependency_count_unsatisfied = 0,"
+		"  released_at = NULL, finished_at = NULL, output = NULL,"
+		"  status_reason = NULL, last_error_code = NULL, last_error_message = NULL,"
+		"  history_gap = s.history_gap OR NOT $3,"
+		"  updated_at = pg_catalog.statement_timestamp()"
+		"  FROM o WHERE s.id" OP("=") "$1"
+		"  RETURNING s.workflow_run_id, s.step_key, o.was::pg_catalog.text AS was,"
+		"  o.counter_shard::pg_catalog.int4 AS shard),"
+		" e AS (" WF_INSERT_EVENTS
+		"  SELECT u.workflow_run_id, u.step_key, 'step_reset',"
+		"  pg_catalog.jsonb_build_object('generation', $2)"
+		"  FROM u WHERE $3)"
+		" SELECT u.was, u.shard FROM u";
+	static const Oid types[3] = {UUIDOID, INT4OID, BOOLOID};
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(&loop->repeat_id);
+	values[1] = Int32GetDatum(loop->generation + 1);
+	values[2] = BoolGetDatum(WfHistoryRecordsSteps());
+	if (WfExecuteAsEngine(&plan, sql, 3, types, values, NULL) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(WF_SQLSTATE_INTERNAL),
+				 errmsg(WF_INTERNAL_STATE ": repeat step %s vanished while locked",
+						WfUuidString(&loop->repeat_id))));
+	WfRunDeltaAdd(&loop->run_id, (int16) WfResultInt32(0, 2),
+				  BodyCounter(WfResultText(0, 1)), -1);
+	WfRunDeltaAdd(&loop->run_id, (int16) WfResultInt32(0, 2), WF_COUNT_BLOCKED, 1);
+}
+
+/*
+ * WfRestartLoop runs a loop's generation again for a retry, at the next
+ * generation: every body step, the ones that succeeded in it too, and the
+ * repeat go back to BLOCKED (the caller holds the run's release lock
+ * exclusive; the rows are locked here NOWAIT, in ascending id).  Returns in
+ * ids the steps it reset (room for the body and the repeat), with ready[i]
+ * for those that wait for no prerequisite; returns how many.
+ */
+int
+WfRestartLoop(const WfLoopRestart *loop, pg_uuid_t *ids, bool *ready)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static const char *lock_sql =
+		"SELECT s.id FROM workflow.workflow_steps s"
+		" WHERE s.workflow_run_id" OP("=") "$1"
+		" AND (s.step_key" OP("=") "ANY ($2) OR s.id" OP("=") "$3)"
+		" ORDER BY s.id FOR NO KEY UPDATE NOWAIT";
+	static const Oid lock_types[3] = {UUIDOID, TEXTARRAYOID, UUIDOID};
+	Datum		values[3];
+	int			n;
+
+	values[0] = UUIDPGetDatum(&loop->run_id);
+	values[1] = loop->body;
+	values[2] = UUIDPGetDatum(&loop->repeat_id);
+	WfExecuteNowait(&lock_plan, lock_sql, 3, lock_types, values, NULL);
+	n = ResetBodyRows(&loop->run_id, loop->body, loop->generation + 1,
+					  (Datum) 0, (Datum) 0, true, loop->key, true, ids, ready);
+	ReopenRepeat(loop);
+	ids[n] = loop->repeat_id;
+	ready[n] = false;
+	return n + 1;
 }

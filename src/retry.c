@@ -7,7 +7,10 @@
  * canceled for workflow.dependency_unsatisfied below them, go back to
  * BLOCKED with their dependency counters computed from their
  * prerequisites (a step of the set counts as pending); SUCCEEDED steps,
- * and steps canceled for any other reason, are kept.  A reset step that
+ * and steps canceled for any other reason, are kept.  A loop whose body
+ * holds such a step that had a job runs its generation again, whole, at
+ * the next generation (repeat.c): the body's succeeded steps are reset
+ * with it.  A reset step that
  * had a job gets the next job generation, so its new job is a new
  * job_queue row; the old jobs stay as they ended.  The reset steps that
  * wait for nothing are released as the cascade releases them, and the
@@ -45,10 +48,14 @@ typedef struct ResetStep
 
 static Datum RetryRun(PG_FUNCTION_ARGS);
 static int	LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps);
-static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n);
+static void ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n,
+					   const pg_uuid_t *restarted, int nrestarted);
 static void ClearShardedOutcomes(const pg_uuid_t *run_id);
 static void RearmDeadline(const pg_uuid_t *run_id);
-static void RefuseLoopBodies(const pg_uuid_t *run_id, ResetStep *steps, int n);
+static int	RestartLoops(const pg_uuid_t *run_id, ResetStep *steps, int n,
+						 pg_uuid_t **restarted, pg_uuid_t **ready, int *nready);
+static int	LeaveOutRestarted(ResetStep *steps, int n,
+							  const pg_uuid_t *restarted, int nrestarted);
 
 /*
  * RearmDeadline makes a retried run live again for the deadline sweep (a
@@ -119,41 +126,79 @@ LockStepsToReset(const pg_uuid_t *run_id, ResetStep **steps)
 }
 
 /*
- * RefuseLoopBodies refuses a retry that would run a step of a loop's body
- * again (one that had a job: a body canceled before it ran keeps its
- * generation and is retried as any step): the body runs a generation as a
- * whole (repeat.c), and this version does not run part of one again.
- * Reads the run's repeat steps.
+ * RestartLoops runs again the generation of each loop whose body holds a
+ * step to reset that had a job (it failed, or was canceled, in that
+ * generation): a body runs a generation as a whole, so every body step and
+ * the repeat go back to BLOCKED at the loop's next generation (repeat.c),
+ * which counts against the loop's bound; a loop with no generation left is
+ * workflow.invalid_run_transition.  Returns in restarted the steps it reset
+ * and in ready those of them that wait for no prerequisite, with how many
+ * of each.
  */
-static void
-RefuseLoopBodies(const pg_uuid_t *run_id, ResetStep *steps, int n)
+static int
+RestartLoops(const pg_uuid_t *run_id, ResetStep *steps, int n,
+			 pg_uuid_t **restarted, pg_uuid_t **ready, int *nready)
 {
-	static SPIPlanPtr plan = NULL;
-	static const char *sql =
-		"SELECT b.step_key, r.step_key FROM workflow.workflow_steps b"
-		" JOIN workflow.workflow_steps r ON r.workflow_run_id" OP("=") "$1"
-		"  AND r.execution_kind::pg_catalog.text" OP("=") "'REPEAT'"
-		"  AND (r.payload" OP("->") "'body')" OP("?") "b.step_key"
-		" WHERE b.id" OP("=") "ANY ($2) AND b.workflow_run_id" OP("=") "$1"
-		" AND b.job_id IS NOT NULL"
-		" ORDER BY b.step_key LIMIT 1";
-	static const Oid types[2] = {UUIDOID, UUIDARRAYOID};
-	Datum		values[2];
+	WfLoopRestart *loops;
 	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+	int			nloops;
+	int			nrestarted = 0;
+	int			room = 0;
 
 	for (int i = 0; i < n; i++)
 		ids[i] = UUIDPGetDatum(&steps[i].id);
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = WfArray(ids, NULL, n, UUIDOID);
-	WfExecute(&plan, sql, 2, types, values, NULL, false, 0);
-	if (SPI_processed > 0)
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_WRONG_STATE),
-				 errmsg(WF_INVALID_RUN_TRANSITION ": retry_run cannot move run %s from COMPLETED_WITH_ERRORS to RUNNING",
-						WfUuidString(run_id)),
-				 errdetail("Step \"%s\" to retry is in the body of repeat step \"%s\"; retry_run does not run part of a loop's body again.",
-						   WfResultText(0, 1), WfResultText(0, 2))));
+	nloops = WfLoopsToRestart(run_id, WfArray(ids, NULL, n, UUIDOID), &loops);
+	for (int l = 0; l < nloops; l++)
+	{
+		if (loops[l].generation + 1 >= loops[l].bound)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_WRONG_STATE),
+					 errmsg(WF_INVALID_RUN_TRANSITION ": retry_run cannot move run %s from COMPLETED_WITH_ERRORS to RUNNING",
+							WfUuidString(run_id)),
+					 errdetail("The loop of repeat step \"%s\" failed in generation %d of its bound of %d: it has no generation left to run again.",
+							   loops[l].key, loops[l].generation,
+							   loops[l].bound)));
+		room += (int) ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(loops[l].body)),
+									 ARR_DIMS(DatumGetArrayTypeP(loops[l].body))) + 1;
+	}
+	*restarted = palloc(sizeof(pg_uuid_t) * Max(room, 1));
+	*ready = palloc(sizeof(pg_uuid_t) * Max(room, 1));
+	*nready = 0;
+	for (int l = 0; l < nloops; l++)
+	{
+		bool	   *is_ready = palloc(sizeof(bool) * Max(room, 1));
+		int			k = WfRestartLoop(&loops[l], *restarted + nrestarted, is_ready);
+
+		for (int i = 0; i < k; i++)
+			if (is_ready[i])
+				(*ready)[(*nready)++] = (*restarted)[nrestarted + i];
+		nrestarted += k;
+		pfree(is_ready);
+	}
 	pfree(ids);
+	return nrestarted;
+}
+
+/*
+ * LeaveOutRestarted removes from steps those a loop's restart reset;
+ * returns how many are left.
+ */
+static int
+LeaveOutRestarted(ResetStep *steps, int n, const pg_uuid_t *restarted,
+				  int nrestarted)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		found = false;
+
+		for (int k = 0; k < nrestarted && !found; k++)
+			found = WfUuidCompare(&steps[i].id, &restarted[k]) == 0;
+		if (!found)
+			steps[kept++] = steps[i];
+	}
+	return kept;
 }
 
 /*
@@ -163,16 +208,18 @@ RefuseLoopBodies(const pg_uuid_t *run_id, ResetStep *steps, int n)
  * writes step_reset for each.  Marks the steps that wait for nothing.
  */
 static void
-ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n)
+ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n,
+		   const pg_uuid_t *restarted, int nrestarted)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
 		"WITH c AS (SELECT d.id,"
-		"  (pg_catalog.count(p.id) FILTER (WHERE p.id" OP("=") "ANY ($2)))::pg_catalog.int4"
-		"   AS pending,"
+		"  (pg_catalog.count(p.id) FILTER (WHERE p.id" OP("=") "ANY ($2)"
+		"   OR p.id" OP("=") "ANY ($4)))::pg_catalog.int4 AS pending,"
 		"  (pg_catalog.count(p.id) FILTER (WHERE e.release_mode" OP("=") "'ON_SUCCESS'"
 		"   AND p.status" OP("<>") "'SUCCEEDED'::workflow.step_status"
-		"   AND NOT p.id" OP("=") "ANY ($2)))::pg_catalog.int4 AS unsatisfied"
+		"   AND NOT p.id" OP("=") "ANY ($2) AND NOT p.id" OP("=") "ANY ($4)))::pg_catalog.int4"
+		"   AS unsatisfied"
 		"  FROM pg_catalog.unnest($2) AS d(id)"
 		"  LEFT JOIN workflow.workflow_step_dependencies e"
 		"   ON e.workflow_run_id" OP("=") "$1 AND e.dependent_step_id" OP("=") "d.id"
@@ -196,16 +243,22 @@ ResetSteps(const pg_uuid_t *run_id, ResetStep *steps, int n)
 		"  pg_catalog.jsonb_build_object('generation', u.generation)"
 		"  FROM u WHERE $3)"
 		" SELECT u.id, u.ready FROM u ORDER BY u.id";
-	static const Oid types[3] = {UUIDOID, UUIDARRAYOID, BOOLOID};
-	Datum		values[3];
-	Datum	   *ids = palloc(sizeof(Datum) * n);
+	static const Oid types[4] = {UUIDOID, UUIDARRAYOID, BOOLOID, UUIDARRAYOID};
+	Datum		values[4];
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *others = palloc(sizeof(Datum) * Max(nrestarted, 1));
 
+	if (n == 0)
+		return;
 	for (int i = 0; i < n; i++)
 		ids[i] = UUIDPGetDatum(&steps[i].id);
+	for (int i = 0; i < nrestarted; i++)
+		others[i] = UUIDPGetDatum(&restarted[i]);
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = WfArray(ids, NULL, n, UUIDOID);
 	values[2] = BoolGetDatum(WfHistoryRecordsSteps());
-	if (WfExecuteAsEngine(&plan, sql, 3, types, values, NULL) != SPI_OK_SELECT ||
+	values[3] = WfArray(others, NULL, nrestarted, UUIDOID);
+	if (WfExecuteAsEngine(&plan, sql, 4, types, values, NULL) != SPI_OK_SELECT ||
 		SPI_processed != (uint64) n)
 		ereport(ERROR,
 				(errcode(WF_SQLSTATE_INTERNAL),
@@ -246,9 +299,13 @@ RetryRun(PG_FUNCTION_ARGS)
 	char	   *status;
 	ResetStep  *steps;
 	pg_uuid_t  *ready;
+	pg_uuid_t  *restarted;
+	pg_uuid_t  *loop_ready;
 	int			n;
 	int			nready = 0;
+	int			nrestarted;
 	int			nfailed = 0;
+	int16		shard;
 	StringInfoData detail;
 
 	WfRequireReadCommitted();
@@ -277,14 +334,18 @@ RetryRun(PG_FUNCTION_ARGS)
 						WfUuidString(run_id)),
 				 errdetail("The run has no FAILED step; its errors are canceled steps, which retry_run keeps.")));
 
-	RefuseLoopBodies(run_id, steps, n);
+	nrestarted = RestartLoops(run_id, steps, n, &restarted, &loop_ready,
+							  &nready);
+	ready = palloc(sizeof(pg_uuid_t) * (n + nready + 1));
+	memcpy(ready, loop_ready, sizeof(pg_uuid_t) * nready);
+	shard = steps[0].shard;
+	n = LeaveOutRestarted(steps, n, restarted, nrestarted);
 	WfDetailBegin(&detail);
 	WfDetailInt(&detail, "failed_steps", nfailed);
-	WfDetailInt(&detail, "reset_steps", n);
+	WfDetailInt(&detail, "reset_steps", n + nrestarted);
 	WfRecordRunEvent(run_id, "run_retried", WfDetailEnd(&detail));
 
-	ResetSteps(run_id, steps, n);
-	ready = palloc(sizeof(pg_uuid_t) * n);
+	ResetSteps(run_id, steps, n, restarted, nrestarted);
 	for (int i = 0; i < n; i++)
 	{
 		WfRunDeltaAdd(run_id, steps[i].shard, steps[i].from, -1);
@@ -292,7 +353,7 @@ RetryRun(PG_FUNCTION_ARGS)
 		if (steps[i].ready)
 			ready[nready++] = steps[i].id;
 	}
-	WfRunDeltaCall(run_id, steps[0].shard, WF_CALL_RETRY_RUN);
+	WfRunDeltaCall(run_id, shard, WF_CALL_RETRY_RUN);
 	WfReleaseSteps(ready, nready);
 	WfFinishPending();
 	ClearShardedOutcomes(run_id);

@@ -213,6 +213,22 @@ extern const char *WfEndRepeat(const WfRepeat *rep);
 extern int	WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids);
 extern int	WfStartGeneration(const WfRepeat *rep, pg_uuid_t *ready);
 
+/* a loop that retry_run runs a generation of again */
+typedef struct WfLoopRestart
+{
+	pg_uuid_t	run_id;
+	pg_uuid_t	repeat_id;
+	char	   *key;
+	int32		generation;
+	int32		bound;
+	Datum		body;			/* text[] of keys */
+} WfLoopRestart;
+
+extern int	WfLoopsToRestart(const pg_uuid_t *run_id, Datum reset_ids,
+							 WfLoopRestart **loops);
+extern int	WfRestartLoop(const WfLoopRestart *loop, pg_uuid_t *ids,
+						  bool *ready);
+
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
  * settles at once (a wake time already past, an event already sent) is
