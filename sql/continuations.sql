@@ -133,10 +133,10 @@ SELECT pg_temp.try(format('SELECT workflow.continue_run(%L, 2, %L)', :'src',
                           workflow.output_checksum('{"approved": false, "round": 1}')));
 SELECT count(*) AS nothing_written FROM workflow.workflow_continuations;
 
--- 3. The successor: 2 more iterations.  What succeeded outside the loop is
+-- 3. The successor: 3 more iterations.  What succeeded outside the loop is
 -- copied, without a job; the body runs again from generation 0 with the
 -- exhausted output as previous; the repeat and what follows it wait.
-SELECT workflow.continue_run(:'src', 2, :'src_checksum') AS s1 \gset
+SELECT workflow.continue_run(:'src', 3, :'src_checksum') AS s1 \gset
 SELECT step_key, status, generation, continued, jobs, output FROM pg_temp.steps(:'s1');
 SELECT payload FROM workflow.job_queue WHERE workflow_run_id = :'s1';
 SELECT payload -> 'max_iterations' FROM workflow.workflow_steps WHERE workflow_run_id = :'s1' AND step_key = 'again';
@@ -154,22 +154,23 @@ SELECT * FROM workflow.verify(:'s1');
 -- the source is as it was, its history included
 SELECT pg_temp.snapshot(:'src') = :'src_before' AS source_unchanged;
 -- the same request again returns the same successor; another conflicts
-SELECT workflow.continue_run(:'src', 2, :'src_checksum') = :'s1' AS same_successor;
-SELECT pg_temp.try(format('SELECT workflow.continue_run(%L, 3, %L)', :'src', :'src_checksum'));
-SELECT pg_temp.try(format('SELECT workflow.continue_run(%L, 2, %L, 5)', :'src', :'src_checksum'));
+SELECT workflow.continue_run(:'src', 3, :'src_checksum') = :'s1' AS same_successor;
+SELECT pg_temp.try(format('SELECT workflow.continue_run(%L, 2, %L)', :'src', :'src_checksum'));
+SELECT pg_temp.try(format('SELECT workflow.continue_run(%L, 3, %L, 5)', :'src', :'src_checksum'));
 SELECT count(*) AS one_successor FROM workflow.workflow_continuations;
 
 -- 4. Not eligible: a live run (the successor).
 SELECT pg_temp.why(format('SELECT count(*) FROM workflow.continuation_source(%L)', :'s1'));
--- the successor exhausts its 2 iterations in turn: 4 so far
-SELECT pg_temp.rounds(:'s1', 2);
+-- the successor exhausts its 3 iterations in turn: 2 + 3 = 5 so far, the
+-- first run the document scope
+SELECT pg_temp.rounds(:'s1', 3);
 SELECT status FROM workflow.workflow_runs WHERE id = :'s1';
 SELECT repeat_step_key, generation, iterations_completed, total_iterations_completed,
        document_scope_id = :'src' AS scope_is_the_first_run
   FROM workflow.continuation_source(:'s1');
 SELECT output_checksum AS s1_checksum FROM workflow.continuation_source(:'s1') \gset
 
--- 5. The chain goes on with 3 more and clears in the third: 2 + 2 + 3.
+-- 5. The chain goes on with 3 more and clears in the third: 2 + 3 + 3.
 SELECT workflow.continue_run(:'s1', 3, :'s1_checksum', node_execution_cap => 20) AS s2 \gset
 SELECT prior_iterations, additional_iterations, document_scope_id = :'src' AS scope
   FROM workflow.workflow_continuations WHERE successor_run_id = :'s2';
