@@ -6821,6 +6821,7 @@ SELECT r.workflow_run_id, r.step_key, 'settled repeat without its control_node_s
        'generation ' || r.generation, 'none'
   FROM steps r
  WHERE r.execution_kind::text = 'REPEAT' AND r.status IN ('SUCCEEDED', 'FAILED')
+   AND NOT r.continued
    AND NOT EXISTS (
        SELECT 1 FROM workflow.workflow_events e
         WHERE e.workflow_run_id = r.workflow_run_id AND e.step_key = r.step_key
@@ -6833,7 +6834,8 @@ UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'continued step that is not a finished copy',
        'SUCCEEDED without a job', s.status::text || coalesce(' job ' || s.job_id, '')
   FROM steps s
- WHERE s.continued AND (s.status::text <> 'SUCCEEDED' OR s.job_id IS NOT NULL)
+ WHERE s.continued
+   AND (s.status::text NOT IN ('SUCCEEDED', 'COMPENSATED') OR s.job_id IS NOT NULL)
 UNION ALL
 SELECT c.successor_run_id, NULL, 'continuation lineage',
        'prior_iterations ' || (coalesce(p.prior_iterations, 0) + x.iterations)
@@ -6843,10 +6845,13 @@ SELECT c.successor_run_id, NULL, 'continuation lineage',
   LEFT JOIN workflow.workflow_continuations p ON p.successor_run_id = c.predecessor_run_id
   CROSS JOIN LATERAL (
       SELECT (e.detail ->> 'iterations_completed')::int AS iterations
-        FROM workflow.workflow_events e
-       WHERE e.workflow_run_id = c.predecessor_run_id
+        FROM workflow.workflow_events k
+        JOIN workflow.workflow_events e
+          ON e.workflow_run_id = c.predecessor_run_id
+         AND e.step_key = k.detail ->> 'repeat_step_key'
          AND e.event_type = 'control_node_settled'
          AND e.detail ->> 'decision' = 'iteration_limit_reached'
+       WHERE k.workflow_run_id = c.successor_run_id AND k.event_type = 'run_continued'
        ORDER BY e.id DESC LIMIT 1) x
  WHERE ($1 IS NULL OR c.successor_run_id = $1)
    AND (c.prior_iterations <> coalesce(p.prior_iterations, 0) + x.iterations

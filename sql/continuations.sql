@@ -223,7 +223,32 @@ UPDATE workflow.workflow_steps SET output = '{"approved": false, "round": 1}'
  WHERE workflow_run_id = :'broken' AND step_key = 'again';
 SELECT generation FROM workflow.continuation_source(:'broken');
 
--- 7. Purge: the predecessor goes, its successor's lineage stays readable;
+-- 7. Two loops side by side: the one that cleared is copied with the rest,
+-- the exhausted one runs again; verify() reads the lineage of the
+-- exhausted one; a compensation of the successor leaves the copies done.
+SELECT workflow.start_run('{"steps": [
+    {"key": "a1", "job_type": "ct.a1"},
+    {"key": "r1", "kind": "repeat", "depends_on": ["a1"], "back_to": ["a1"],
+     "while": "$.more", "max_iterations": 2},
+    {"key": "a2", "job_type": "ct.a2", "compensate": {"job_type": "ct.undo"}},
+    {"key": "r2", "kind": "repeat", "depends_on": ["a2"], "back_to": ["a2"],
+     "while": "$.more", "max_iterations": 3, "exhaustion_policy": "emit_outcome"}]}') AS two \gset
+SELECT pg_temp.finish(:'two', 'a1', '{"more": true}') IS NOT NULL,
+       pg_temp.finish(:'two', 'a1', '{"more": true}') IS NOT NULL,
+       pg_temp.finish(:'two', 'a2', '{"more": true}') IS NOT NULL,
+       pg_temp.finish(:'two', 'a2', '{"more": true}') IS NOT NULL,
+       pg_temp.finish(:'two', 'a2', '{"more": true}') IS NOT NULL;
+SELECT status FROM workflow.workflow_runs WHERE id = :'two';
+SELECT repeat_step_key, iterations_completed FROM workflow.continuation_source(:'two');
+SELECT workflow.continue_run(:'two', 1, output_checksum) AS two_s
+  FROM workflow.continuation_source(:'two') \gset
+SELECT step_key, status, generation, continued, jobs FROM pg_temp.steps(:'two_s');
+SELECT * FROM workflow.verify(:'two_s');
+SELECT workflow.compensate_run(:'two_s');
+SELECT step_key, status, continued FROM pg_temp.steps(:'two_s');
+SELECT * FROM workflow.verify(:'two_s');
+
+-- 8. Purge: the predecessor goes, its successor's lineage stays readable;
 -- the successor goes with its own lineage row.
 SELECT workflow.purge('0 seconds', 1) AS purged_the_oldest;
 SELECT count(*) AS source_left FROM workflow.workflow_runs WHERE id = :'src';

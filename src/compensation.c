@@ -208,7 +208,8 @@ WfStartCompensation(const pg_uuid_t *run_id, const char *reason,
  * CountUndoneLoopStep moves a loop's body step that is to be undone from
  * the count of its status (CANCELED or FAILED) to the succeeded count,
  * where a step being undone counts, at once: the run's counters were
- * written already in this call.
+ * written already in this call.  In a sharded run it moves in its shard
+ * and in the run row, which holds the totals once the run compensates.
  */
 static void
 CountUndoneLoopStep(const pg_uuid_t *run_id, int16 shard, const char *status)
@@ -225,6 +226,12 @@ CountUndoneLoopStep(const pg_uuid_t *run_id, int16 shard, const char *status)
 				 errmsg(WF_INTERNAL_STATE ": a step to undo is %s", status)));
 	WfRunDeltaAdd(run_id, shard, from, -1);
 	WfRunDeltaAdd(run_id, shard, WF_COUNT_SUCCEEDED, 1);
+	/* a compensating sharded run's row holds its totals, its shards summed */
+	if (shard != 0)
+	{
+		WfRunDeltaAdd(run_id, 0, from, -1);
+		WfRunDeltaAdd(run_id, 0, WF_COUNT_SUCCEEDED, 1);
+	}
 	WfApplyRunDeltas();
 }
 

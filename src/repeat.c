@@ -50,8 +50,8 @@ static const char *VerdictName(WfRepeatVerdict verdict);
 static Datum SettledDetail(const WfRepeat *rep);
 static int	ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 						  Datum back_to, Datum output, bool output_null,
-						  const char *key, bool restart, pg_uuid_t *ids,
-						  bool *ready);
+						  const char *key, bool restart, Datum pending_too,
+						  pg_uuid_t *ids, bool *ready);
 static int	ResetBody(const WfRepeat *rep, pg_uuid_t *ready);
 static void ReopenRepeat(const WfLoopRestart *loop);
 static WfCounter BodyCounter(const char *status);
@@ -127,9 +127,11 @@ WfReadRepeat(const pg_uuid_t *id, WfRepeat *rep)
  * prerequisite's output (a missing output read as JSON null, as
  * output_checksum reads it): its jsonb type, and whether it is true.  A
  * path that finds nothing gives no value; one whose evaluation fails (an
- * undefined variable, a bad regular expression) too, and its error is
- * kept: it is caught in a subtransaction, so that the repeat fails rather
- * than the completion that settles it.
+ * undefined variable, a bad regular expression: a data exception or an
+ * undefined object) too, and its error is kept: it is caught in a
+ * subtransaction, so that the repeat fails rather than the completion that
+ * settles it.  Any other error (a cancel, a timeout, memory) is raised
+ * again: it says nothing of the predicate.
  */
 static void
 EvaluatePredicate(WfRepeat *rep, const char *path)
@@ -175,6 +177,10 @@ EvaluatePredicate(WfRepeat *rep, const char *path)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		/* the path's own failures; a cancel, a timeout or a lack of memory is not */
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION)
+			ReThrowError(edata);
 		rep->predicate_error = edata->message;
 	}
 	PG_END_TRY();
@@ -353,8 +359,10 @@ WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids)
  * one outside it that did not succeed as unsatisfied; what their last
  * generation left is cleared.  Going round (restart false), the back_to
  * steps' payloads get the loop's "repeat" key with output as previous;
- * running a generation again (restart), a payload that has the key only
- * gets the new generation in it.  A step keeps its completion_seq: the
+ * running a generation again (restart), a back_to payload that has the key
+ * only gets the new generation in it.  A prerequisite among pending_too
+ * (uuid[], or 0: none), steps outside the body that the caller resets too,
+ * counts as pending.  A step keeps its completion_seq: the
  * work its last successful generation did is still to be undone by a
  * compensation until a later generation succeeds.  Moves their counters,
  * writes step_reset, and returns the steps in ids, with ready[i] for those
@@ -364,7 +372,7 @@ WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids)
 static int
 ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 			  Datum back_to, Datum output, bool output_null, const char *key,
-			  bool restart, pg_uuid_t *ids, bool *ready)
+			  bool restart, Datum pending_too, pg_uuid_t *ids, bool *ready)
 {
 	static SPIPlanPtr plan = NULL;
 	static const char *sql =
@@ -372,11 +380,12 @@ ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 		"  FROM workflow.workflow_steps s"
 		"  WHERE s.workflow_run_id" OP("=") "$1 AND s.step_key" OP("=") "ANY ($2)),"
 		" c AS (SELECT b.id,"
-		"  (pg_catalog.count(p.id) FILTER (WHERE p.step_key" OP("=") "ANY ($2)))::pg_catalog.int4"
-		"   AS pending,"
+		"  (pg_catalog.count(p.id) FILTER (WHERE p.step_key" OP("=") "ANY ($2)"
+		"   OR p.id" OP("=") "ANY ($9)))::pg_catalog.int4 AS pending,"
 		"  (pg_catalog.count(p.id) FILTER (WHERE e.release_mode" OP("=") "'ON_SUCCESS'"
 		"   AND p.status" OP("<>") "'SUCCEEDED'::workflow.step_status"
-		"   AND NOT p.step_key" OP("=") "ANY ($2)))::pg_catalog.int4 AS unsatisfied"
+		"   AND NOT p.step_key" OP("=") "ANY ($2) AND NOT p.id" OP("=") "ANY ($9)))::pg_catalog.int4"
+		"   AS unsatisfied"
 		"  FROM b LEFT JOIN workflow.workflow_step_dependencies e"
 		"   ON e.workflow_run_id" OP("=") "$1 AND e.dependent_step_id" OP("=") "b.id"
 		"  LEFT JOIN workflow.workflow_steps p ON p.id" OP("=") "e.prerequisite_step_id"
@@ -385,7 +394,8 @@ ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 		"  generation = $3,"
 		"  dependency_count_pending = c.pending,"
 		"  dependency_count_unsatisfied = c.unsatisfied,"
-		"  payload = CASE WHEN $8 THEN CASE WHEN s.payload" OP("?") "'repeat'"
+		"  payload = CASE WHEN $8 THEN CASE WHEN s.step_key" OP("=") "ANY ($4)"
+		"    AND s.payload" OP("?") "'repeat'"
 		"    THEN pg_catalog.jsonb_set(s.payload, '{repeat,generation}', pg_catalog.to_jsonb($3))"
 		"    ELSE s.payload END"
 		"   WHEN s.step_key" OP("=") "ANY ($4)"
@@ -409,10 +419,10 @@ ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 		"  pg_catalog.jsonb_build_object('generation', u.generation, 'repeat', $7::pg_catalog.text)"
 		"  FROM u WHERE $6)"
 		" SELECT u.id, u.was, u.shard, u.ready FROM u ORDER BY u.id";
-	static const Oid types[8] = {UUIDOID, TEXTARRAYOID, INT4OID, TEXTARRAYOID,
-	JSONBOID, BOOLOID, TEXTOID, BOOLOID};
-	Datum		values[8];
-	char		nulls[8];
+	static const Oid types[9] = {UUIDOID, TEXTARRAYOID, INT4OID, TEXTARRAYOID,
+	JSONBOID, BOOLOID, TEXTOID, BOOLOID, UUIDARRAYOID};
+	Datum		values[9];
+	char		nulls[9];
 	int			n;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -426,7 +436,8 @@ ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 	values[5] = BoolGetDatum(WfHistoryRecordsSteps());
 	values[6] = CStringGetTextDatum(key);
 	values[7] = BoolGetDatum(restart);
-	WfExecuteAsEngine(&plan, sql, 8, types, values, nulls);
+	values[8] = pending_too == (Datum) 0 ? WfArray(NULL, NULL, 0, UUIDOID) : pending_too;
+	WfExecuteAsEngine(&plan, sql, 9, types, values, nulls);
 	n = (int) SPI_processed;
 	for (int i = 0; i < n; i++)
 	{
@@ -457,7 +468,7 @@ ResetBody(const WfRepeat *rep, pg_uuid_t *ready)
 
 	n = ResetBodyRows(&rep->run_id, rep->body, rep->generation + 1,
 					  rep->back_to, rep->output, rep->output_null, rep->key,
-					  false, ids, is_ready);
+					  false, (Datum) 0, ids, is_ready);
 	for (int i = 0; i < n; i++)
 		if (is_ready[i])
 			ready[nready++] = ids[i];
@@ -551,7 +562,9 @@ WfLoopsToRestart(const pg_uuid_t *run_id, Datum reset_ids, WfLoopRestart **loops
 		"SELECT r.id, r.step_key, r.generation,"
 		" LEAST((r.payload" OP("->>") "'max_iterations')::pg_catalog.int4,"
 		"  COALESCE(w.cycle_cap, (r.payload" OP("->>") "'max_iterations')::pg_catalog.int4)),"
-		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'body'))"
+		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'body')),"
+		" ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'back_to')),"
+		" r.id" OP("=") "ANY ($2)"
 		" FROM workflow.workflow_steps r"
 		" JOIN workflow.workflow_runs w ON w.id" OP("=") "r.workflow_run_id"
 		" WHERE r.workflow_run_id" OP("=") "$1"
@@ -580,6 +593,8 @@ WfLoopsToRestart(const pg_uuid_t *run_id, Datum reset_ids, WfLoopRestart **loops
 		l->generation = WfResultInt32(i, 3);
 		l->bound = WfResultInt32(i, 4);
 		l->body = SPI_datumTransfer(WfResultDatum(i, 5, &isnull), false, -1);
+		l->back_to = SPI_datumTransfer(WfResultDatum(i, 6, &isnull), false, -1);
+		l->repeat_reset = WfResultBool(i, 7);
 	}
 	return n;
 }
@@ -632,12 +647,14 @@ ReopenRepeat(const WfLoopRestart *loop)
  * WfRestartLoop runs a loop's generation again for a retry, at the next
  * generation: every body step, the ones that succeeded in it too, and the
  * repeat go back to BLOCKED (the caller holds the run's release lock
- * exclusive; the rows are locked here NOWAIT, in ascending id).  Returns in
- * ids the steps it reset (room for the body and the repeat), with ready[i]
+ * exclusive; the rows are locked here NOWAIT, in ascending id).  The steps
+ * pending_too (uuid[]), which the retry resets too, count as pending
+ * prerequisites of the body.  Returns in ids the steps it reset (room for the body and the repeat), with ready[i]
  * for those that wait for no prerequisite; returns how many.
  */
 int
-WfRestartLoop(const WfLoopRestart *loop, pg_uuid_t *ids, bool *ready)
+WfRestartLoop(const WfLoopRestart *loop, Datum pending_too, pg_uuid_t *ids,
+			  bool *ready)
 {
 	static SPIPlanPtr lock_plan = NULL;
 	static const char *lock_sql =
@@ -654,7 +671,8 @@ WfRestartLoop(const WfLoopRestart *loop, pg_uuid_t *ids, bool *ready)
 	values[2] = UUIDPGetDatum(&loop->repeat_id);
 	WfExecuteNowait(&lock_plan, lock_sql, 3, lock_types, values, NULL);
 	n = ResetBodyRows(&loop->run_id, loop->body, loop->generation + 1,
-					  (Datum) 0, (Datum) 0, true, loop->key, true, ids, ready);
+					  loop->back_to, (Datum) 0, true, loop->key, true,
+					  pending_too, ids, ready);
 	ReopenRepeat(loop);
 	ids[n] = loop->repeat_id;
 	ready[n] = false;

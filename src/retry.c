@@ -150,6 +150,13 @@ RestartLoops(const pg_uuid_t *run_id, ResetStep *steps, int n,
 	nloops = WfLoopsToRestart(run_id, WfArray(ids, NULL, n, UUIDOID), &loops);
 	for (int l = 0; l < nloops; l++)
 	{
+		if (!loops[l].repeat_reset)
+			ereport(ERROR,
+					(errcode(WF_SQLSTATE_WRONG_STATE),
+					 errmsg(WF_INVALID_RUN_TRANSITION ": retry_run cannot move run %s from COMPLETED_WITH_ERRORS to RUNNING",
+							WfUuidString(run_id)),
+					 errdetail("The loop of repeat step \"%s\" went on after a step of its body failed, and has ended: its generation is not run again.",
+							   loops[l].key)));
 		if (loops[l].generation + 1 >= loops[l].bound)
 			ereport(ERROR,
 					(errcode(WF_SQLSTATE_WRONG_STATE),
@@ -167,7 +174,8 @@ RestartLoops(const pg_uuid_t *run_id, ResetStep *steps, int n,
 	for (int l = 0; l < nloops; l++)
 	{
 		bool	   *is_ready = palloc(sizeof(bool) * Max(room, 1));
-		int			k = WfRestartLoop(&loops[l], *restarted + nrestarted, is_ready);
+		int			k = WfRestartLoop(&loops[l], WfArray(ids, NULL, n, UUIDOID),
+									  *restarted + nrestarted, is_ready);
 
 		for (int i = 0; i < k; i++)
 			if (is_ready[i])

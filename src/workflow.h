@@ -222,12 +222,14 @@ typedef struct WfLoopRestart
 	int32		generation;
 	int32		bound;
 	Datum		body;			/* text[] of keys */
+	Datum		back_to;		/* text[] of keys */
+	bool		repeat_reset;	/* the repeat is among the steps to reset */
 } WfLoopRestart;
 
 extern int	WfLoopsToRestart(const pg_uuid_t *run_id, Datum reset_ids,
 							 WfLoopRestart **loops);
-extern int	WfRestartLoop(const WfLoopRestart *loop, pg_uuid_t *ids,
-						  bool *ready);
+extern int	WfRestartLoop(const WfLoopRestart *loop, Datum pending_too,
+						  pg_uuid_t *ids, bool *ready);
 
 /*
  * waits.c: the start of a sleep or an event wait.  A step that a wait
