@@ -70,6 +70,20 @@ def main():
                 failures.append(f"{label}/{key}: took {step['attempt']} "
                                 f"attempt(s), expected {attempts}")
 
+    # the continuation: one lineage row, naming run-4, after its 2 iterations
+    if runs.get("run-4") and runs.get("run-4-continued"):
+        lineage = conn.execute(
+            "SELECT predecessor_run_id::text AS predecessor, prior_iterations,"
+            "       additional_iterations, document_scope_id::text AS scope"
+            "  FROM workflow.workflow_continuations WHERE successor_run_id = %s",
+            [runs["run-4-continued"]]).fetchone()
+        if lineage is None:
+            failures.append("run-4-continued: has no lineage row")
+        elif (lineage["predecessor"], lineage["prior_iterations"],
+              lineage["additional_iterations"], lineage["scope"]) != \
+                (runs["run-4"], 2, 2, runs["run-4"]):
+            failures.append(f"run-4-continued: lineage {lineage}")
+
     for failure in failures:
         print(f"  FAILED  {failure}")
     if not failures:

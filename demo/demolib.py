@@ -26,6 +26,8 @@ DEFINITION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                "definition.json")
 SAGA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          "saga.json")
+REVIEW_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "review.json")
 
 # The runs of the demo, and what each must look like at the end: two of
 # definition.json, with a different payload for the flaky step, and one of
@@ -76,6 +78,32 @@ SCENARIOS = [
             "reserve": ("COMPENSATED", None, 1),
             "charge": ("COMPENSATED", None, 1),
             "ship": ("FAILED", None, 2),
+        },
+    },
+    {
+        "label": "run-4",
+        "title": "a review loop: the review says no twice, its bound, so "
+                 "the loop is exhausted and the run ends with errors",
+        "definition_file": REVIEW_FILE,
+        "run_status": "COMPLETED_WITH_ERRORS",
+        "steps": {
+            "draft": ("SUCCEEDED", None, 1),
+            "review": ("SUCCEEDED", None, 1),
+            "again": ("FAILED", "workflow.repeat_iteration_limit_exhausted", None),
+            "publish": ("CANCELED", DEP, None),
+        },
+    },
+    {
+        "label": "run-4-continued",
+        "title": "run-4 continued with 2 more iterations: the third review "
+                 "approves",
+        "continues": "run-4",
+        "run_status": "SUCCEEDED",
+        "steps": {
+            "draft": ("SUCCEEDED", None, 1),
+            "review": ("SUCCEEDED", None, 1),
+            "again": ("SUCCEEDED", None, None),
+            "publish": ("SUCCEEDED", None, 1),
         },
     },
 ]

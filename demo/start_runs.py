@@ -2,8 +2,9 @@
 
 Two runs of definition.json use the same DAG; only the flaky step's payload
 differs, and the workers read that payload to decide how the step behaves.
-The third run is the order saga of saga.json.  Writes "label<TAB>run id"
-lines to DEMO_RUNS_FILE.
+The third run is the order saga of saga.json, the fourth the review loop of
+review.json (continuer.py continues it).  Writes "label<TAB>run id" lines
+to DEMO_RUNS_FILE.
 """
 
 import copy
@@ -22,6 +23,8 @@ def main():
     conn = demolib.connect(WHO)
     lines = []
     for scenario in demolib.SCENARIOS:
+        if "continues" in scenario:
+            continue            # continuer.py starts it
         with open(scenario.get("definition_file", demolib.DEFINITION_FILE)) as f:
             base = json.load(f)
         definition = copy.deepcopy(base)

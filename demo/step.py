@@ -9,7 +9,11 @@ the JSON this command prints, which becomes the step's output).  A failure
 is an exit status of 3 with a line on stderr, which the worker records as
 the job's error.  A compensation job's payload is {"step_key", "output",
 "payload"}: the step it undoes, that step's output, and the compensate
-job's own payload.
+job's own payload.  In a review loop (demo/review.json) the draft and the
+review are both back_to steps, so from their second generation on their
+payload carries "repeat": {"previous": the last review}: a draft writes
+version round + 1, a review counts its round from the last one and approves
+from payload approve_from_round on.
 """
 
 import json
@@ -38,6 +42,12 @@ def main():
     if undoing is not None:
         output["undid"] = undoing
     output.update(payload.get("output", {}))
+    previous = (payload.get("repeat") or {}).get("previous") or {}
+    if payload.get("draft"):
+        output["version"] = previous.get("round", 0) + 1
+    if payload.get("review"):
+        output["round"] = previous.get("round", 0) + 1
+        output["approved"] = output["round"] >= payload.get("approve_from_round", 1)
     print(json.dumps(output))
     return 0
 

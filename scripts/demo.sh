@@ -10,12 +10,15 @@
 #  3. reuses, restarts or recreates the cluster in .demo/ (owned by postgres
 #     when run as root), on a free port from 54329 up, 127.0.0.1 only, with
 #     its unix socket inside the cluster directory;
-#  4. recreates database workflow_demo, starts three runs (the third a saga
-#     whose last step fails, so that it is compensated), two workflow-worker
-#     processes, an approver and a listener for workflow_run_terminal, and
-#     stops the workers (SIGTERM) once every run is terminal;
+#  4. recreates database workflow_demo, starts four runs (the third a saga
+#     whose last step fails, so that it is compensated; the fourth a review
+#     loop that reaches its bound), two workflow-worker processes, an
+#     approver, a continuer (which continues the exhausted loop once, in a
+#     successor run) and a listener for workflow_run_terminal, and stops the
+#     workers (SIGTERM) once every run is terminal;
 #  5. prints each run and its steps and checks them against demo/demolib.py;
-#  6. prints the history of the first run and of the saga (workflow.run_history);
+#  6. prints the history of the first run, of the saga, and of the review
+#     loop and its successor (workflow.run_history), with the lineage;
 #  7. draws each run (workflow.run_graph, rendered by Graphviz's dot) as
 #     .demo/<label>.svg and .demo/<label>.png, next to its DOT source;
 #  8. shows what the maintenance worker did (workflow.maintenance_status).
@@ -392,11 +395,14 @@ note "workers log in as demo_worker (workflow_worker); the run starter, approver
 
 # ------------------------------------------------------------------- demo
 
-say "running three workflows with $WORKERS workflow-worker processes (at most ${TIMEOUT}s)"
+say "running four workflows with $WORKERS workflow-worker processes (at most ${TIMEOUT}s)"
 note "run-1, run-2: prepare -> (build_a, build_b, flaky) -> approve (external) -> publish;"
 note "cleanup waits for build_a, build_b, flaky and publish whatever their outcome"
 note "run-3: an order saga: reserve -> charge -> ship; each of the first two has a"
 note "compensate job, and the run compensates on failure"
+note "run-4: a review loop: draft -> review -> again (repeat back to draft and review"
+note "while not approved, at most 2 times) -> publish; the review approves from its"
+note "third round, so the loop is exhausted; the continuer continues it once"
 DEMO_T0=$(date +%s.%N)
 export DEMO_T0 DEMO_TIMEOUT=$TIMEOUT DEMO_RUNS_FILE=$STATE/runs
 export PYTHONDONTWRITEBYTECODE=1
@@ -428,7 +434,8 @@ PGUSER=demo_client "$PY" start_runs.py || die "could not start the runs"
 # Every step is demo/step.py, run by workflow-worker with the job's payload
 # on stdin; its stdout is the step's output, a failure its exit status.
 TYPES=(demo.prepare demo.build demo.integration_test demo.publish demo.cleanup
-	demo.reserve demo.charge demo.ship demo.release demo.refund)
+	demo.reserve demo.charge demo.ship demo.release demo.refund demo.draft
+	demo.review)
 type_flags=()
 for t in "${TYPES[@]}"; do type_flags+=(--type "$t"); done
 note "$PGBIN/workflow-worker ${type_flags[*]} --concurrency 2 --exec '$PY $REPO/demo/step.py'"
@@ -443,9 +450,13 @@ done
 PGUSER=demo_client "$PY" approver.py &
 approver=$!
 pids+=("$approver")
+PGUSER=demo_client "$PY" continuer.py &
+continuer=$!
+pids+=("$continuer")
 
 status=0
 PGUSER=demo_client "$PY" wait_runs.py || status=1
+wait "$continuer" || status=1
 note "stopping the workers (SIGTERM): they finish what runs, give back what is left, exit 0"
 for pid in "${workers[@]}"; do
 	kill -TERM "$pid" 2>/dev/null || true
@@ -487,7 +498,7 @@ done <"$DEMO_RUNS_FILE"
 
 # the first run's, and the saga's: its compensation, last step first
 while IFS=$'\t' read -r label run_id; do
-	[ "$label" = run-1 ] || [ "$label" = run-3 ] || continue
+	case $label in run-1 | run-3 | run-4 | run-4-continued) ;; *) continue ;; esac
 	say "$label: its history (workflow.run_history as demo_client)"
 	PGUSER=demo_client "${PSQL[@]}" -v run="$run_id" <<-'EOF' || status=1
 		\pset footer off
@@ -497,6 +508,14 @@ while IFS=$'\t' read -r label run_id; do
 		  FROM workflow.run_history(:'run') e;
 	EOF
 done <"$DEMO_RUNS_FILE"
+
+say "the lineage of run-4's continuation (workflow.workflow_continuations)"
+PGUSER=demo_client "${PSQL[@]}" <<-'SQL' || status=1
+	\pset footer off
+	SELECT successor_run_id, predecessor_run_id, document_scope_id,
+	       prior_iterations, additional_iterations
+	  FROM workflow.workflow_continuations;
+SQL
 
 # --------------------------------------------------------------- pictures
 
