@@ -157,11 +157,10 @@ ReadExhausted(const pg_uuid_t *run_id, const char *status, Exhausted *x)
 }
 
 /*
- * The run's steps that are not finished work to copy and not part of the
- * loop that ended it: a step that is not SUCCEEDED, outside the repeat's
- * body, and not canceled for an unsatisfied dependency below the repeat.
+ * The parts of the loop of repeat step $2: the steps below it (below.id)
+ * and its body (body.key).
  */
-#define OTHER_UNFINISHED_SQL \
+#define LOOP_PARTS_CTE \
 	"WITH RECURSIVE below(id) AS (" \
 	" SELECT e.dependent_step_id FROM workflow.workflow_step_dependencies e" \
 	"  WHERE e.prerequisite_step_id" OP("=") "$2" \
@@ -170,7 +169,15 @@ ReadExhausted(const pg_uuid_t *run_id, const char *status, Exhausted *x)
 	"  JOIN workflow.workflow_step_dependencies e" \
 	"   ON e.prerequisite_step_id" OP("=") "b.id)," \
 	" body AS (SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'body') AS key" \
-	"  FROM workflow.workflow_steps r WHERE r.id" OP("=") "$2)" \
+	"  FROM workflow.workflow_steps r WHERE r.id" OP("=") "$2)"
+
+/*
+ * The run's steps that are not finished work to copy and not part of the
+ * loop that ended it: a step that is not SUCCEEDED, outside the repeat's
+ * body, and not canceled for an unsatisfied dependency below the repeat.
+ */
+#define OTHER_UNFINISHED_SQL \
+	LOOP_PARTS_CTE \
 	" SELECT s.step_key, s.status::pg_catalog.text" \
 	" FROM workflow.workflow_steps s" \
 	" WHERE s.workflow_run_id" OP("=") "$1 AND s.id" OP("<>") "$2" \
@@ -374,15 +381,7 @@ ReadSourceRun(const Exhausted *x, SourceRun *src)
 		" FROM workflow.workflow_runs r WHERE r.id" OP("=") "$1";
 	static SPIPlanPtr steps_plan = NULL;
 	static const char *steps_sql =
-		"WITH RECURSIVE below(id) AS ("
-		" SELECT e.dependent_step_id FROM workflow.workflow_step_dependencies e"
-		"  WHERE e.prerequisite_step_id" OP("=") "$2"
-		" UNION"
-		" SELECT e.dependent_step_id FROM below b"
-		"  JOIN workflow.workflow_step_dependencies e"
-		"   ON e.prerequisite_step_id" OP("=") "b.id),"
-		" body AS (SELECT pg_catalog.jsonb_array_elements_text(r.payload" OP("->") "'body') AS key"
-		"  FROM workflow.workflow_steps r WHERE r.id" OP("=") "$2)"
+		LOOP_PARTS_CTE
 		" SELECT COALESCE(pg_catalog.array_agg(s.step_key ORDER BY s.step_key), '{}'),"
 		" COALESCE(pg_catalog.array_agg(s.output ORDER BY s.step_key), '{}')"
 		" FROM workflow.workflow_steps s"
