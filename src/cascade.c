@@ -113,6 +113,17 @@ static int	n_pending = 0;
 static int	max_pending = 0;
 static bool finishing = false;
 
+/* failed repeats of runs that compensate on failure, for the next round */
+typedef struct WfDeferredRepeat
+{
+	pg_uuid_t	step_id;
+	pg_uuid_t	run_id;
+	int16		shard;
+} WfDeferredRepeat;
+
+static WfDeferredRepeat *deferred_repeats = NULL;
+static int	n_deferred_repeats = 0;
+
 static WfPinCheck *pin_checks = NULL;
 static int	n_pin_checks = 0;
 
@@ -149,7 +160,10 @@ static WfOutcome GroupOutcome(const WfDependent *dep);
 static void ReleaseTimerGroup(pg_uuid_t *ids, int n, int32 done,
 							  int32 unsatisfied);
 static Datum IdArray(const pg_uuid_t *ids, int n);
-static void SettleRepeats(const pg_uuid_t *ids, int n);
+static int	SettleRepeats(const pg_uuid_t *ids, int n, WfTerminalStep *next,
+						  int nnext);
+static void DeferRepeat(const WfRepeat *rep);
+static void NoteDeferredRepeats(void);
 static void StartGeneration(const WfRepeat *rep);
 static WfCounter ReleasedCounter(WfStepKind kind);
 static int	SettleReleasedWaits(pg_uuid_t *sleeps, int nsleeps,
@@ -285,14 +299,16 @@ AppendPending(void)
 bool
 WfHasPending(void)
 {
-	return n_pending > 0 || n_pending_compensations > 0 || WfHasRunDeltas();
+	return n_pending > 0 || n_pending_compensations > 0 ||
+		n_deferred_repeats > 0 || WfHasRunDeltas();
 }
 
 /* Whether terminal steps were collected and never processed. */
 static bool
 CascadeUnfinished(void)
 {
-	return n_pending > 0 || n_pending_compensations > 0;
+	return n_pending > 0 || n_pending_compensations > 0 ||
+		n_deferred_repeats > 0;
 }
 
 /* CascadeAbortSub forgets the steps an aborted subtransaction collected. */
@@ -328,6 +344,8 @@ CascadeReset(void)
 	pending_compensations = NULL;
 	n_pending_compensations = 0;
 	max_pending_compensations = 0;
+	deferred_repeats = NULL;
+	n_deferred_repeats = 0;
 }
 
 /* WfCascadeInit registers the cascade's end-of-transaction hooks. */
@@ -564,6 +582,9 @@ FinishCollected(void)
 		WfAdvanceCompensation(&compensating[i], 0);
 	for (int i = 0; i < nends; i++)
 		WfSettleCompensationJob(&ends[i]);
+
+	/* 7. failed repeats whose failure starts their run's compensation */
+	NoteDeferredRepeats();
 }
 
 /*
@@ -1067,7 +1088,7 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 										release_events, nevents,
 										finished, nfinished);
 	if (nrepeats > 0)
-		SettleRepeats(release_repeats, nrepeats);
+		nfinished = SettleRepeats(release_repeats, nrepeats, finished, nfinished);
 
 	pfree(released);
 	*next = finished;
@@ -1076,23 +1097,77 @@ ApplyOutcomes(WfDependent *deps, int ndeps, WfTerminalStep **next,
 
 /*
  * SettleRepeats settles the released repeat steps, locked and BLOCKED
- * (repeat.c): a loop that ends is reported as a finished step, one that
- * goes round starts its next generation.
+ * (repeat.c): one that goes round starts its loop's next generation; one
+ * that ends joins next, from index nnext on, so that its dependents are
+ * visited in this same round, before the run's counters are written (the
+ * run never shows a status between the two), as a released sleep that is
+ * due does.  A repeat that fails in a run that compensates on failure is
+ * kept for the next round instead (deferred_repeats): its failure must
+ * start the compensation there, before the run could finish in this one.
+ * Returns the new length of next.
  */
-static void
-SettleRepeats(const pg_uuid_t *ids, int n)
+static int
+SettleRepeats(const pg_uuid_t *ids, int n, WfTerminalStep *next, int nnext)
 {
 	for (int i = 0; i < n; i++)
 	{
 		WfRepeat	rep;
+		const char *status;
 
 		WfReadRepeat(&ids[i], &rep);
 		if (rep.verdict == WF_REPEAT_ITERATE)
+		{
 			StartGeneration(&rep);
-		else
-			WfNoteStepTerminal(&rep.run_id, rep.shard, &rep.id,
-							   WfEndRepeat(&rep), WF_COUNT_BLOCKED);
+			continue;
+		}
+		status = WfEndRepeat(&rep);
+		if (strcmp(status, "FAILED") == 0 && RunCompensatesOnFailure(&rep.run_id))
+		{
+			DeferRepeat(&rep);
+			continue;
+		}
+		WfRunDeltaAdd(&rep.run_id, rep.shard, WF_COUNT_BLOCKED, -1);
+		WfRunDeltaAdd(&rep.run_id, rep.shard, strcmp(status, "SUCCEEDED") == 0 ?
+					  WF_COUNT_SUCCEEDED : WF_COUNT_FAILED, 1);
+		next[nnext].step_id = rep.id;
+		next[nnext].run_id = rep.run_id;
+		next[nnext].succeeded = strcmp(status, "SUCCEEDED") == 0;
+		next[nnext].failed = !next[nnext].succeeded;
+		nnext++;
 	}
+	return nnext;
+}
+
+/* DeferRepeat keeps a failed repeat to be reported in the next round. */
+static void
+DeferRepeat(const WfRepeat *rep)
+{
+	MemoryContext old = MemoryContextSwitchTo(WfPendingContext());
+
+	if (deferred_repeats == NULL)
+		deferred_repeats = palloc(sizeof(WfDeferredRepeat) * 8);
+	else if (n_deferred_repeats % 8 == 0)
+		deferred_repeats = repalloc(deferred_repeats,
+									sizeof(WfDeferredRepeat) * (n_deferred_repeats + 8));
+	MemoryContextSwitchTo(old);
+	deferred_repeats[n_deferred_repeats].step_id = rep->id;
+	deferred_repeats[n_deferred_repeats].run_id = rep->run_id;
+	deferred_repeats[n_deferred_repeats].shard = rep->shard;
+	n_deferred_repeats++;
+}
+
+/* NoteDeferredRepeats reports the failed repeats kept for this round. */
+static void
+NoteDeferredRepeats(void)
+{
+	int			n = n_deferred_repeats;
+
+	n_deferred_repeats = 0;
+	for (int i = 0; i < n; i++)
+		WfNoteStepTerminal(&deferred_repeats[i].run_id,
+						   deferred_repeats[i].shard,
+						   &deferred_repeats[i].step_id, "FAILED",
+						   WF_COUNT_BLOCKED);
 }
 
 /*
