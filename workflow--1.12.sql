@@ -6597,10 +6597,7 @@ UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'completion_seq on a step that is not to be undone',
        'a SUCCEEDED step with compensate', s.status::text
   FROM steps s
- WHERE s.completion_seq IS NOT NULL
-   -- a loop's body step keeps its last success's completion_seq through
-   -- later generations (from generation 1 on)
-   AND (s.compensate IS NULL OR (s.status <> 'SUCCEEDED' AND s.generation = 0))
+ WHERE s.completion_seq IS NOT NULL AND (s.status <> 'SUCCEEDED' OR s.compensate IS NULL)
 UNION ALL
 SELECT s.workflow_run_id, s.step_key, 'succeeded step with compensate and no completion_seq',
        'a completion_seq', 'null'

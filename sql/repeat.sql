@@ -512,8 +512,9 @@ SELECT workflow.complete_job(id, lease_token, '{}') FROM workflow.job_queue
 SELECT status FROM workflow.workflow_runs WHERE id = :'cm';
 SELECT * FROM workflow.verify(:'cm');
 
--- compensate_run in the middle of a generation undoes the work of the
--- looped step's last successful generation, with that generation's output
+-- compensate_run in the middle of a generation: the draft that the next
+-- generation reset is canceled, and its earlier generation not undone
+-- (a looped step is undone as its generation left it)
 SELECT workflow.start_run('{"steps": [
     {"key": "draft", "job_type": "rp.md", "compensate": {"job_type": "rp.mundo"}},
     {"key": "review", "job_type": "rp.mr", "depends_on": ["draft"]},
@@ -539,7 +540,7 @@ SELECT status FROM workflow.workflow_runs WHERE id = :'cmid';
 SELECT * FROM workflow.verify(:'cmid');
 
 -- the same with a body two steps wide (its counters in shards when the
--- suite runs with counter shards): the counts stay right
+-- suite runs with counter shards)
 SELECT workflow.start_run('{"steps": [
     {"key": "left", "job_type": "rp.wl", "compensate": {"job_type": "rp.wundo"}},
     {"key": "right", "job_type": "rp.wr"},

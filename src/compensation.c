@@ -49,8 +49,6 @@ static void MarkNothingToUndo(const pg_uuid_t *run_id);
 static bool StartNextCompensation(const pg_uuid_t *run_id);
 static void FinishCompensatingRun(const pg_uuid_t *run_id, int32 failed,
 								  bool finished);
-static void CountUndoneLoopStep(const pg_uuid_t *run_id, int16 shard,
-								const char *status);
 
 /* LiveCounter is the run counter a live step of a status counts in. */
 static WfCounter
@@ -205,44 +203,11 @@ WfStartCompensation(const pg_uuid_t *run_id, const char *reason,
 }
 
 /*
- * CountUndoneLoopStep moves a loop's body step that is to be undone from
- * the count of its status (CANCELED or FAILED) to the succeeded count,
- * where a step being undone counts, at once: the run's counters were
- * written already in this call.  In a sharded run it moves in its shard
- * and in the run row, which holds the totals once the run compensates.
- */
-static void
-CountUndoneLoopStep(const pg_uuid_t *run_id, int16 shard, const char *status)
-{
-	WfCounter	from;
-
-	if (strcmp(status, "CANCELED") == 0)
-		from = WF_COUNT_CANCELED;
-	else if (strcmp(status, "FAILED") == 0)
-		from = WF_COUNT_FAILED;
-	else
-		ereport(ERROR,
-				(errcode(WF_SQLSTATE_INTERNAL),
-				 errmsg(WF_INTERNAL_STATE ": a step to undo is %s", status)));
-	WfRunDeltaAdd(run_id, shard, from, -1);
-	WfRunDeltaAdd(run_id, shard, WF_COUNT_SUCCEEDED, 1);
-	/* a compensating sharded run's row holds its totals, its shards summed */
-	if (shard != 0)
-	{
-		WfRunDeltaAdd(run_id, 0, from, -1);
-		WfRunDeltaAdd(run_id, 0, WF_COUNT_SUCCEEDED, 1);
-	}
-	WfApplyRunDeltas();
-}
-
-/*
- * StartNextCompensation starts the compensation job of the run's step
- * whose work was done last, if one is left: the step becomes COMPENSATING,
- * at its next generation, with that job.  That is a SUCCEEDED step, or a
- * loop's body step that a later generation left CANCELED or FAILED after
- * an earlier one succeeded (its completion_seq is kept, repeat.c): it moves
- * to the succeeded count, and its job gets the output of its last
- * successful job.  Returns whether it found one.  The step is taken
+ * StartNextCompensation starts the compensation job of the run's
+ * succeeded step that finished last, if one is left: the step becomes
+ * COMPENSATING, at its next generation, with that job (a loop's body step:
+ * the work of the generation it succeeded in).  Returns whether it found
+ * one.  The step is taken
  * NOWAIT: the caller holds the run's jobs, and a transaction that holds
  * the step's row (a repeat of an external step's completion) may wait for
  * them next, so a busy row is workflow.release_conflict.
@@ -252,9 +217,9 @@ StartNextCompensation(const pg_uuid_t *run_id)
 {
 	static SPIPlanPtr next_plan = NULL;
 	static const char *next_sql =
-		"SELECT s.id, s.status::pg_catalog.text, s.counter_shard::pg_catalog.int4"
-		" FROM workflow.workflow_steps s"
+		"SELECT s.id FROM workflow.workflow_steps s"
 		" WHERE s.workflow_run_id" OP("=") "$1 AND s.completion_seq IS NOT NULL"
+		" AND s.status" OP("=") "'SUCCEEDED'"
 		" ORDER BY s.completion_seq DESC LIMIT 1 FOR NO KEY UPDATE NOWAIT";
 	static SPIPlanPtr step_plan = NULL;
 	static const char *step_sql =
@@ -278,11 +243,7 @@ StartNextCompensation(const pg_uuid_t *run_id)
 		" workflow_run_id, workflow_step_id, generation, compensation)"
 		" SELECT s.job_id, s.compensate" OP("->>") "'job_type', s.organization_id,"
 		" pg_catalog.jsonb_build_object('step_key', s.step_key,"
-		"  'output', CASE WHEN s.output IS NOT NULL THEN s.output"
-		"   ELSE (SELECT j.output FROM workflow.job_queue j"
-		"    WHERE j.workflow_step_id" OP("=") "s.id AND NOT j.compensation"
-		"    AND j.status" OP("=") "'SUCCEEDED'::workflow.job_status"
-		"    ORDER BY j.generation DESC LIMIT 1) END,"
+		"  'output', s.output,"
 		"  'payload', COALESCE(s.compensate" OP("->") "'payload', s.payload)),"
 		" COALESCE((s.compensate" OP("->>") "'priority')::pg_catalog.int4, 0),"
 		" s.compensate" OP("->>") "'stage',"
@@ -301,9 +262,6 @@ StartNextCompensation(const pg_uuid_t *run_id)
 	if (SPI_processed == 0)
 		return false;
 	WfResultUuid(0, 1, &step_id);
-	if (strcmp(WfResultText(0, 2), "SUCCEEDED") != 0)
-		CountUndoneLoopStep(run_id, (int16) WfResultInt32(0, 3),
-							WfResultText(0, 2));
 
 	WfNewUuidV7(&job_id);
 	values[0] = UUIDPGetDatum(&step_id);

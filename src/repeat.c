@@ -362,9 +362,9 @@ WfRepeatBody(const WfRepeat *rep, pg_uuid_t **ids)
  * running a generation again (restart), a back_to payload that has the key
  * only gets the new generation in it.  A prerequisite among pending_too
  * (uuid[], or 0: none), steps outside the body that the caller resets too,
- * counts as pending.  A step keeps its completion_seq: the
- * work its last successful generation did is still to be undone by a
- * compensation until a later generation succeeds.  Moves their counters,
+ * counts as pending.  A step's completion_seq goes with the rest: a
+ * compensation undoes a looped step only as the generation it is in left
+ * it (DECISIONS.md).  Moves their counters,
  * writes step_reset, and returns the steps in ids, with ready[i] for those
  * that wait for no prerequisite (the release cancels those that cannot
  * run); returns how many.
@@ -407,7 +407,7 @@ ResetBodyRows(const pg_uuid_t *run_id, Datum body, int32 generation,
 		"  finished_at = NULL, wake_at = NULL, output = NULL,"
 		"  status_reason = NULL, last_error_code = NULL,"
 		"  last_error_message = NULL, completed_externally = false,"
-		"  held = false,"
+		"  completion_seq = NULL, held = false,"
 		"  history_gap = s.history_gap OR NOT $6,"
 		"  updated_at = pg_catalog.statement_timestamp()"
 		"  FROM b, c WHERE s.id" OP("=") "b.id AND c.id" OP("=") "b.id"

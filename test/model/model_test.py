@@ -191,7 +191,14 @@ not.  retry_run is not called on a run whose step to reset is a body step
 that had a job (the engine runs that generation again whole, which
 sql/repeat.sql checks and this model does not follow); a failed repeat step
 itself is retried and settles again, the same way (its control_node_settled
-again, at its generation).  compensate_run and compensate_on failure undo a
+again, at its generation).  Continuations: every exactly checked run with a
+loop is asked continuation_source; one that ended COMPLETED_WITH_ERRORS only
+because one repeat was exhausted must give that repeat, its generation, its
+last output and that output's checksum as the model has them, and is
+continued once (the same request twice gives one successor, whose copied
+steps hold the model's outputs, whose loop and the steps below it start
+again, and which verify() passes; it is canceled then); any other run must
+be workflow.continuation_ineligible.  compensate_run and compensate_on failure undo a
 looped step's last generation: its compensation job takes the step's next
 generation, with its last generation's output and payload; a repeat step
 that succeeded has nothing to undo (workflow.no_compensation).
@@ -4434,6 +4441,93 @@ class ExampleRun:
             bad(f"history: s{i} generation {gen}: step_started attempts {started}, job attempt"
                 f" {attempt}")
 
+    def check_continuation(self, cur, d, finals):
+        """continuation_source and continue_run on a finished run with loops,
+        against the model's finals: a run that ended COMPLETED_WITH_ERRORS
+        only because one repeat was exhausted is a source (its exhausted
+        output, generation and checksum as the model has them), and its one
+        successor copies its other finished steps, runs the body again from
+        generation 0, and is the same for the same request; any other run
+        is workflow.continuation_ineligible.  The successor is canceled
+        once checked."""
+        dag = self.ex.dags[d]
+        rid = self.run_ids[d]
+        client = self.h.cursor_as(CLIENT_ROLE)
+        status = self.call(cur, "run status", "SELECT status::text AS s FROM"
+                           " workflow.workflow_runs WHERE id = %s", (rid,)).rows[0]["s"]
+        exhausted = [r for r in dag.repeats()
+                     if finals[r].status == "FAILED" and finals[r].err == REPEAT_EXHAUSTED]
+        eligible = status == "COMPLETED_WITH_ERRORS" and len(exhausted) == 1
+        below = set()
+        if exhausted:
+            r = exhausted[0]
+            frontier = [r]
+            while frontier:
+                x = frontier.pop()
+                for j, s_ in enumerate(dag.steps):
+                    if j not in below and any(p == x for p, _ in s_.deps):
+                        below.add(j)
+                        frontier.append(j)
+            body = set(dag.steps[r].loop.body)
+            for i, f in enumerate(finals):
+                if i == r or f.status == "SUCCEEDED" or i in body:
+                    continue
+                if not (f.status == "CANCELED" and f.reason == DEP and i in below):
+                    eligible = False
+        res = self.call(client, "continuation_source",
+                        "SELECT repeat_step_key AS k, generation AS g, iterations_completed AS n,"
+                        " total_iterations_completed AS t, document_scope_id::text AS scope,"
+                        " output, output_checksum AS c FROM workflow.continuation_source(%s)",
+                        (rid,))
+        if not eligible:
+            if not res.is_("55000", "workflow.continuation_ineligible"):
+                self.problem(f"continuation_source of dag {d} ({status}): {res!r}, expected"
+                             " workflow.continuation_ineligible")
+            return
+        self.inc("continuation_sources")
+        r = exhausted[0]
+        want = (dag.steps[r].key, finals[r].generation, finals[r].generation + 1,
+                finals[r].generation + 1, str(rid), finals[r].output,
+                output_checksum(finals[r].output))
+        if not res.ok or len(res.rows) != 1:
+            self.problem(f"continuation_source of dag {d}: {res!r}")
+            return
+        row = res.rows[0]
+        got = (row["k"], row["g"], row["n"], row["t"], row["scope"], row["output"], row["c"])
+        if got != want:
+            self.problem(f"continuation_source of dag {d}: {got}, model {want}")
+            return
+        sql = "SELECT workflow.continue_run(%s, 1, %s)::text AS id"
+        first = self.call(client, "continue_run", sql, (rid, row["c"]))
+        again = self.call(client, "continue_run", sql, (rid, row["c"]))
+        if not first.ok or not again.ok or first.rows[0]["id"] != again.rows[0]["id"]:
+            self.problem(f"continue_run of dag {d}: {first!r}, then {again!r}")
+            return
+        succ = first.rows[0]["id"]
+        self.inc("continuations")
+        rows = {x["step_key"]: x for x in self.call(
+            cur, "successor", "SELECT step_key, status::text AS status, continued, output,"
+            " generation FROM workflow.workflow_steps WHERE workflow_run_id = %s",
+            (succ,)).rows}
+        fresh = set(dag.steps[r].loop.body) | {r} | below
+        for i, s_ in enumerate(dag.steps):
+            x = rows.get(s_.key)
+            if x is None:
+                self.problem(f"successor of dag {d}: no step {s_.key}")
+                continue
+            if i in fresh:
+                if x["continued"] or x["generation"] != 0 or x["status"] == "SUCCEEDED":
+                    self.problem(f"successor of dag {d}: {s_.key} {x}, expected a fresh step")
+            elif not x["continued"] or x["status"] != "SUCCEEDED" or \
+                    x["output"] != finals[i].output:
+                self.problem(f"successor of dag {d}: {s_.key} {x}, expected a copy of"
+                             f" {finals[i].output}")
+        bad = self.call(cur, "verify", "SELECT count(*) AS n FROM workflow.verify(%s)", (succ,))
+        if not bad.ok or bad.rows[0]["n"] != 0:
+            self.problem(f"verify() of the successor of dag {d}: {bad!r}")
+        self.call(self.h.cursor_as("su"), "cancel successor",
+                  "SELECT workflow.cancel_run(%s, 'model: checked')", (succ,))
+
     def check_loop_history(self, d, steps, by_key, jobs_of, weak, bad):
         """Each repeat's evidence, in every run (a canceled, compensated or
         retried one too): a control_node_settled per settlement, whatever
@@ -4620,6 +4714,8 @@ class ExampleRun:
                             self.inc(f"saga_runs_{m.run_status()}")
                         for msg in self.check_final(cur, d, finals):
                             self.problem(msg)
+                        if dag.repeats() and not self.problems:
+                            self.check_continuation(cur, d, finals)
                     elif d in self.canceled_runs:
                         self.inc("weak_checks")
                         for msg in self.check_final(cur, d, None, weak=True):
@@ -4627,8 +4723,11 @@ class ExampleRun:
                     else:
                         self.inc("full_checks")
                         canceled = {i for dd, i in self.canceled_jobs if dd == d}
-                        for msg in self.check_final(cur, d, predict(dag, d, frozenset(canceled))):
+                        pred = predict(dag, d, frozenset(canceled))
+                        for msg in self.check_final(cur, d, pred):
                             self.problem(msg)
+                        if dag.repeats() and not self.problems:
+                            self.check_continuation(cur, d, pred)
             if self.foreign_run is not None:
                 self.check_foreign(self.h.cursor("main"))
         except Exception:  # noqa: BLE001 - reported as a problem
@@ -4984,7 +5083,8 @@ def main():
               + "; repeats ended " + ", ".join(f"{k[9:]} {v}" for k, v in sorted(total.items())
                                                if k.startswith("loop_end_"))
               + f"; retry_run not called {total['retry_skipped_loops']} times (a body step to"
-              f" reset); {total['body_compensations']} compensation job outcomes of body steps;"
+              f" reset); {total['continuation_sources']} continuation sources, each continued"
+              f" once ({total['continuations']} successors checked); {total['body_compensations']} compensation job outcomes of body steps;"
               f" {total['between_rounds']} run status changes between the rounds of a call"
               f" (defect C); model: {LOOP_MODE}")
         print(f"# history: {total['history_checks']} runs' histories read with run_history and"
