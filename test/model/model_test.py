@@ -2613,6 +2613,7 @@ class ExampleRun:
             # engine runs that generation again whole (sql/repeat.sql), which
             # this model does not follow; such runs are not retried here
             self.inc("retry_skipped_loops")
+            m.retry_refused = True
             return
         self.last_event = f"retry_run dag {d} ({before})"
         r = self.call(cur, "retry_run", "SELECT workflow.retry_run(%s) AS s", (self.run_ids[d],))
