@@ -67,22 +67,25 @@ Room(const WfRunRoom *room)
  * with a new job id, and step_released when $3 says the history records
  * steps.  A row another transaction took and committed
  * is gone, not a newer version, so skipping it leaves no lock behind.
+ * The rows are deleted by the addresses the scan locked (rows of the queue
+ * are never updated, and nobody can delete one this statement holds), and
+ * their steps found by id, each from an array: the limit is no constant to
+ * the planner, which took it for a tenth of the queue and joined the rows
+ * to the run's whole queue by hashing it, for every step it let run.
  */
 #define PARKED_TAKE(limit) \
-	"WITH p AS (SELECT q.workflow_run_id, q.parked_at, q.workflow_step_id" \
+	"WITH p AS (SELECT q.ctid AS tid" \
 	" FROM workflow.parked_steps q WHERE q.workflow_run_id" OP("=") "$1" \
 	" ORDER BY q.parked_at, q.workflow_step_id LIMIT " limit \
 	" FOR UPDATE SKIP LOCKED)," \
-	" d AS (DELETE FROM workflow.parked_steps q USING p" \
-	" WHERE q.workflow_run_id" OP("=") "p.workflow_run_id" \
-	" AND q.parked_at" OP("=") "p.parked_at" \
-	" AND q.workflow_step_id" OP("=") "p.workflow_step_id" \
+	" d AS (DELETE FROM workflow.parked_steps q" \
+	" WHERE q.ctid" OP("=") "ANY (ARRAY(SELECT p.tid FROM p))" \
 	" RETURNING q.workflow_step_id)," \
 	" u AS (UPDATE workflow.workflow_steps s SET" \
 	" status = 'ENQUEUED', job_id = workflow.uuid_v7(), parked_at = NULL," \
 	" history_gap = s.history_gap OR NOT $3," \
 	" updated_at = pg_catalog.statement_timestamp()" \
-	" FROM d WHERE s.id" OP("=") "d.workflow_step_id" \
+	" WHERE s.id" OP("=") "ANY (ARRAY(SELECT d.workflow_step_id FROM d))" \
 	" AND s.status" OP("=") "'PARKED'::workflow.step_status RETURNING s.*)," \
 	" e AS (" WF_INSERT_EVENTS \
 	" SELECT u.workflow_run_id, u.step_key, 'step_released'," \

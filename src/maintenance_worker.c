@@ -83,10 +83,14 @@
 #define MAX_REAP_CALLS 100
 #define SUMMARY_EVERY_MS (60 * 1000)
 
-/* The tables that take dead tuples on every event. */
+/*
+ * The tables that take dead tuples on every event; parked_steps on every
+ * step a capped run lets run, whose scan for the oldest row walks the
+ * dead entries at the head of its index until a VACUUM removes them.
+ */
 static const char *const busy_tables[] = {
 	"job_queue", "workflow_steps", "workflow_runs", "workflow_run_counters",
-	"workflow_events", "event_inbox"
+	"workflow_events", "event_inbox", "parked_steps"
 };
 
 /* What the passes did since the last LOG line. */

@@ -6,7 +6,8 @@
 #   is reaped within two maintenance intervals of its expiry, and the job
 #   is claimed again;
 # - a sleep step wakes by itself; retention purges finished runs and plain
-#   jobs; a busy table is vacuumed once its dead tuples pass the threshold;
+#   jobs; a busy table (the parking queue too) is vacuumed once its dead
+#   tuples pass the threshold;
 # - workflow.maintenance_status shows each database, what was done, a
 #   listed database without the extension and a missing one;
 # - a reload adds and removes databases;
@@ -140,6 +141,31 @@ ok(poll(q{SELECT count(*) FROM workflow.job_queue WHERE job_type = 'maint.churn'
 ok(poll(q{SELECT vacuum_count > 0 FROM pg_stat_user_tables
            WHERE relid = 'workflow.job_queue'::regclass}, 't', 20),
 	'job_queue is vacuumed once its dead tuples pass the threshold');
+# the parking queue: 250 root steps of a run under concurrency_cap 1 are
+# parked at its start, and each completion lets the next one run, deleting
+# its row
+is($node->safe_psql('postgres', q{
+CREATE TEMP TABLE parked_run AS
+SELECT workflow.start_run(jsonb_build_object('limits', '{"concurrency_cap": 1}'::jsonb,
+       'steps', (SELECT jsonb_agg(jsonb_build_object('key', 'p' || i, 'job_type', 'maint.parked'))
+                   FROM generate_series(1, 251) i))) AS id;
+SELECT steps_parked FROM workflow.workflow_runs WHERE id = (SELECT id FROM parked_run);
+DO $$
+DECLARE
+    j record;
+BEGIN
+    FOR i IN 1 .. 251 LOOP
+        SELECT c.id, c.lease_token INTO j FROM workflow.claim('parker', ARRAY['maint.parked']) c;
+        PERFORM workflow.complete_job(j.id, j.lease_token);
+    END LOOP;
+END
+$$;
+SELECT status FROM workflow.workflow_runs WHERE id = (SELECT id FROM parked_run);
+}), "250
+SUCCEEDED", 'a run under concurrency_cap 1 lets its 250 parked steps run, one at a time');
+ok(poll(q{SELECT vacuum_count > 0 FROM pg_stat_user_tables
+           WHERE relid = 'workflow.parked_steps'::regclass}, 't', 20),
+	'the parking queue is vacuumed once its dead tuples pass the threshold');
 ok(poll(q{SELECT vacuums > 0 AND purged >= 601 FROM workflow.maintenance_status
            WHERE database = 'postgres'}, 't', 10),
 	'the view counts the vacuums and the purged runs and jobs');
