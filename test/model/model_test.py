@@ -187,10 +187,15 @@ the history as its generation's script says, every job of an earlier
 generation as its script says, a settled repeat as its last settlement
 says.  cancel_job at random moments spares body steps (which generation it
 would hit is not known); the sequential block's planned cancel_job does
-not.  retry_run is not called on a run whose step to reset is a body step
-that had a job (the engine runs that generation again whole, which
-sql/repeat.sql checks and this model does not follow); a failed repeat step
-itself is retried and settles again, the same way (its control_node_settled
+not.  retry_run of a run whose step to reset is a body step that had a
+job in the generation g under way runs g again, whole, at g + 1: every
+body step (those that succeeded in g too) and the repeat back to BLOCKED at
+g + 1, the jobs of g kept as they ended, no settlement at g, the back_to
+payloads keeping the "previous" that started g (none when g is 0), the body
+steps that wait for nothing released; it is refused
+(workflow.invalid_run_transition) when g + 1 reaches the bound, or when the
+loop went on past the failed step and ended.  A failed repeat step itself
+is retried and settles again, the same way (its control_node_settled
 again, at its generation).  Continuations: every exactly checked run with a
 loop is asked continuation_source; one that ended COMPLETED_WITH_ERRORS only
 because one repeat was exhausted must give that repeat, its generation, its
@@ -1035,7 +1040,9 @@ def example_strategy(draw, mode):
         seq_cancels = tuple(sorted((e, k, d, i % len(dags[d].steps)) for e, k, d, i in raw))
         saga_ops = tuple(sorted(draw(st.lists(st.tuples(st.integers(0, 40),
                                                         st.integers(0, nd - 1)), max_size=2))))
-        retries = draw(st.integers(0, 2))
+        # a run with a loop is retried at least once: a failed generation
+        # runs again
+        retries = draw(st.integers(1 if any(dag.repeats() for dag in dags) else 0, 2))
         looped = [d for d, dag in enumerate(dags) if dag.repeats() and len(dag.steps) <= 60
                   and any(s.comp for s in dag.steps if s.body is not None)]
         if looped and draw(st.booleans()):
@@ -1134,17 +1141,21 @@ def job_output(step, attempt, gen=0):
     return out
 
 
-def job_payload(dag, i, gen=0):
+def job_payload(dag, i, gen=0, prev=KEEP):
     """The payload of step i's job in a generation: a back_to step's carries
     its loop's "repeat" key from generation 1 on, with the output of the
-    prerequisite that decided to go round (its script's success)."""
+    prerequisite that decided to go round (its script's success) at
+    generation prev, gen - 1 unless a retry_run ran generations again (see
+    RunModel.payload); prev None: no "repeat" key."""
     s = dag.steps[i]
     out = {"i": i}
-    if s.body is not None and gen > 0 and i in dag.steps[s.body].loop.back_to:
+    if prev is KEEP:
+        prev = gen - 1 if gen > 0 else None
+    if s.body is not None and prev is not None and i in dag.steps[s.body].loop.back_to:
         rep = dag.steps[s.body]
         P = dag.steps[rep.deps[0][0]]
         out["repeat"] = {"step": rep.key, "generation": gen,
-                         "previous": job_output(P, job_outcome(P, gen - 1)[1], gen - 1)}
+                         "previous": job_output(P, job_outcome(P, prev)[1], prev)}
     return out
 
 
@@ -1622,7 +1633,10 @@ class RunModel:
         self.settled = Counter()    # settlements by decision
         self.finals_settled = Counter()  # repeat -> its final settlements (retry_run: more)
         self.deferred = []      # repeats settled in this call, their dependents not yet done
-        self.retry_refused = False  # retry_run refused: a body step to reset had a job
+        self.retry_refused = False  # retry_run refused to run a loop's generation again
+        self.prev_gen = {}      # (repeat, generation retry_run started) -> see payload
+        self.restarted = {}     # repeat -> {generation retry_run ran again: its final
+                                # settlements (a repeat that failed in it)}
         self.between_rounds = 0     # status changes traced between a call's rounds
         # start_run: the run's first status counts its root sleeps whose wake
         # time is past as sleeping; they wake (and cascade) in the same call,
@@ -1725,6 +1739,9 @@ class RunModel:
         self.pending[r] = 1
         self.unsat[r] = 0
         for b in sorted(body, key=lambda b: self.step_ids.get(b, b)):
+            if self.status[b] != "BLOCKED":
+                # the cascade of a body step canceled before it released it
+                continue
             if self.pending[b] == 0 and self.unsat[b] == 0:
                 self._release(b)
             elif self.pending[b] == 0 and LOOP_MODE == "docs":
@@ -1947,29 +1964,115 @@ class RunModel:
                 reset.add(i)
         return reset
 
-    def retry_refuses(self):
-        """retry_run refuses to run part of a loop's body again: a step to
-        reset that is a body step with a job (of its current generation)."""
-        return any(self.dag.steps[i].body is not None and self.job_status[i] is not None
-                   for i in self.to_reset())
+    def loops_to_restart(self, reset):
+        """The repeats whose generation retry_run runs again: a body step to
+        reset had a job in the generation under way."""
+        return sorted({self.dag.steps[i].body for i in reset
+                       if self.dag.steps[i].body is not None and self.job_status[i] is not None})
+
+    def bound(self, r):
+        lp, cap = self.dag.steps[r].loop, self.dag.cycle_cap
+        return min(lp.max_iterations, cap) if cap else lp.max_iterations
+
+    def retry_refusal(self):
+        """Why retry_run refuses to run a loop's failed generation again
+        (workflow.invalid_run_transition), or None: the loop went on past
+        its failed body step and ended (its repeat is not to reset), or the
+        failure came in the last generation its bound allows."""
+        reset = self.to_reset()
+        for r in self.loops_to_restart(reset):
+            if r not in reset:
+                return "the loop ended"
+            if self.generation[r] + 1 >= self.bound(r):
+                return "no generation left"
+        return None
+
+    def payload(self, i, gen):
+        """The payload of step i's job in a generation.  A generation that
+        retry_run started keeps the back_to payloads' "previous" of the
+        generation it runs again (none when that was generation 0)."""
+        r = self.dag.steps[i].body
+        if r is None or (r, gen) not in self.prev_gen:
+            return job_payload(self.dag, i, gen)
+        return job_payload(self.dag, i, gen, self.prev_gen[(r, gen)])
+
+    def restart_loop(self, r, reset):
+        """retry_run runs the loop's generation g again, whole, at g + 1:
+        every body step (those that succeeded in g too) and the repeat back
+        to BLOCKED at g + 1, a body step's prerequisites in the body or to
+        reset pending, an on_success one outside them that did not succeed
+        unsatisfied, the jobs of g kept as they ended, step_reset {generation,
+        repeat} on each body step and {generation} on the repeat.  Returns
+        the body steps that wait for no prerequisite."""
+        s = self.dag.steps[r]
+        body = set(s.loop.body)
+        g = self.generation[r]
+        self.prev_gen[(r, g + 1)] = self.prev_gen.get((r, g), g - 1 if g > 0 else None)
+        self.restarted.setdefault(r, {})[g] = self.finals_settled[r]
+        self.finals_settled[r] = 0
+        for b in s.loop.body:
+            self.dirty.add(b)
+            self.reset_steps.add(b)
+            if self.job_status[b] is not None:
+                self.old_jobs[b].append((self.generation[b], self.job_status[b], self.attempts[b],
+                                         self.output[b] if self.job_status[b] == "SUCCEEDED"
+                                         else None))
+            deps = self.dag.steps[b].deps
+            self.status[b] = "BLOCKED"
+            self.generation[b] = g + 1
+            self.trace[b].append(ev_reset(g + 1, s.key))
+            self.pending[b] = sum(1 for p, _m in deps if p in body or p in reset)
+            self.unsat[b] = sum(1 for p, mode in deps if mode == "on_success" and p not in body
+                                and p not in reset and self.status[p] != "SUCCEEDED")
+            self.job_status[b] = None
+            self.reason[b] = None
+            self.err[b] = None
+            self.output[b] = None
+            self.released[b] = False
+            self.attempts[b] = 0
+            self.started[b] = 0
+            self.token[b] = ANY
+            self.delayed.discard(b)
+        self.dirty.add(r)
+        self.reset_steps.add(r)
+        self.status[r] = "BLOCKED"
+        self.generation[r] = g + 1
+        self.trace[r].append(("step_reset", {"generation": g + 1}))
+        self.pending[r] = 1
+        self.unsat[r] = 0
+        self.reason[r] = None
+        self.err[r] = None
+        self.output[r] = None
+        self.released[r] = False
+        self.token[r] = ANY
+        return [b for b in s.loop.body if self.pending[b] == 0]
 
     def retry(self):
         """retry_run: FAILED steps and the steps canceled for an unsatisfied
         dependency below them back to BLOCKED, counters recomputed, a new
-        job generation for a step that had a job; the ready ones released
-        (a failed repeat step settles again, at its generation)."""
+        job generation for a step that had a job; a loop whose body holds
+        such a step that had a job runs its generation again, whole
+        (restart_loop); the ready ones released in step id order, a body
+        step with an unsatisfied prerequisite canceled (a failed repeat step
+        settles again, at its generation)."""
         self.saga = True
         self.retries += 1
         reset = self.to_reset()
-        self.resets += len(reset)
-        for i in sorted(reset):
+        loops = self.loops_to_restart(reset)
+        loop_ready = []
+        for r in loops:
+            loop_ready += self.restart_loop(r, reset)
+        restarted = {r for r in loops} | {b for r in loops for b in self.dag.steps[r].loop.body}
+        everything = reset | restarted
+        self.resets += len(everything)
+        for i in sorted(reset - restarted):
             s = self.dag.steps[i]
             self.dirty.add(i)
             self.reset_steps.add(i)
             self.status[i] = "BLOCKED"
-            self.pending[i] = sum(1 for p, _ in s.deps if p in reset)
+            self.pending[i] = sum(1 for p, _ in s.deps if p in everything)
             self.unsat[i] = sum(1 for p, mode in s.deps if mode == "on_success"
-                                and p not in reset and self.status[p] != "SUCCEEDED")
+                                and p not in everything and self.status[p] != "SUCCEEDED")
             if self.job_status[i] is not None:
                 self.generation[i] += 1
             self.job_status[i] = None
@@ -1981,12 +2084,17 @@ class RunModel:
             self.token[i] = ANY
             self.wait_no.pop(i, None)
             self.delayed.discard(i)
-        ready = [i for i in reset if self.pending[i] == 0 and self.unsat[i] == 0]
+        ready = loop_ready + [i for i in reset - restarted
+                              if self.pending[i] == 0 and self.unsat[i] == 0]
         for i in sorted(ready, key=lambda i: self.step_ids.get(i, i)):
-            if self.status[i] == "BLOCKED":
+            if self.status[i] != "BLOCKED":
+                continue
+            if self.unsat[i] == 0:
                 self._release(i)
+            else:
+                self.finish(i, "CANCELED", ev_canceled(DEP, DEP_MESSAGE), DEP, DEP)
         self.flush()
-        return reset
+        return everything
 
     def cancel_run(self, reason):
         self.trace_run_status()
@@ -2608,22 +2716,24 @@ class ExampleRun:
         m = self.models[d]
         cur = self.h.cursor_as(ADMIN_ROLE)
         before = m.run_status()
-        if before == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status and m.retry_refuses():
-            # a step to reset is a loop's body step that had a job: the
-            # engine runs that generation again whole (sql/repeat.sql), which
-            # this model does not follow; such runs are not retried here
-            self.inc("retry_skipped_loops")
-            m.retry_refused = True
-            return
+        refusal = m.retry_refusal() if before == "COMPLETED_WITH_ERRORS" else None
         self.last_event = f"retry_run dag {d} ({before})"
         r = self.call(cur, "retry_run", "SELECT workflow.retry_run(%s) AS s", (self.run_ids[d],))
-        if before == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status:
+        if before == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status and refusal:
+            # a loop's failed generation that cannot run again
+            self.inc("retry_refused_loops")
+            m.retry_refused = True
+            if not r.is_("55000", INVALID_MOVE):
+                self.problem(f"{self.last_event}: {r!r}, expected {INVALID_MOVE} ({refusal})")
+        elif before == "COMPLETED_WITH_ERRORS" and "FAILED" in m.status:
+            restarts = sum(len(v) for v in m.restarted.values())
             if not r.ok:
                 self.unexpected(r, self.last_event)
                 raise Diverged()
             reset = m.retry()
             self.inc("retry_runs")
             self.inc("reset_steps", len(reset))
+            self.inc("loop_restarts", sum(len(v) for v in m.restarted.values()) - restarts)
             for i in reset:
                 self.ext_first.pop((d, i), None)
             if r.rows[0]["s"] != m.run_status():
@@ -2663,7 +2773,7 @@ class ExampleRun:
         # (a back_to step's of its loop's last generation, which the
         # compensation job's generation follows)
         payload = {"undo": s.key} if s.comp[0] else (
-            job_payload(self.ex.dags[d], i, m.generation[i] - 1) if s.kind == "job" else {})
+            m.payload(i, m.generation[i] - 1) if s.kind == "job" else {})
         want = {"job_type": self.comp_types[d], "priority": s.comp[1], "max_attempts": s.comp[2],
                 "attempt": m.comp_attempts, "workflow_run_id": self.run_ids[d],
                 "organization_id": ORG_A, "status": "RUNNING",
@@ -2711,15 +2821,18 @@ class ExampleRun:
             self.problem(f"claim of {self.key(d, i)}: generation {gen}, model"
                          f" {self.models[d].generation[i]}")
         # what a worker reads: payload -> 'repeat' ->> 'generation', 0 when
-        # absent (a back_to step's), or the job's generation
+        # absent (a back_to step's), or the job's generation; absent too
+        # when retry_run ran generation 0 again
+        payload = self.models[d].payload(i, gen) if self.seq else \
+            job_payload(self.ex.dags[d], i, gen)
         rep = row["payload"].get("repeat", {}) if isinstance(row["payload"], dict) else {}
         if i in self.back_to[d] and (rep.get("generation", 0) if isinstance(rep, dict)
-                                     else None) != gen:
+                                     else None) != (gen if "repeat" in payload else 0):
             self.problem(f"claim of {self.key(d, i)}: payload repeat {rep!r}, job generation {gen}")
         want = {"status": "RUNNING", "worker_id": wid, "job_type": self.types[s.type_index],
                 "priority": s.priority, "max_attempts": s.max_attempts,
                 "timeout_seconds": s.timeout, "workflow_run_id": self.run_ids[d],
-                "payload": job_payload(self.ex.dags[d], i, gen), "organization_id": ORG_A}
+                "payload": payload, "organization_id": ORG_A}
         for k, v in want.items():
             if row[k] != v:
                 self.problem(f"claim of {self.key(d, i)}: {k} = {row[k]!r}, expected {v!r}")
@@ -4043,9 +4156,11 @@ class ExampleRun:
             for j in js:
                 if j["compensation"]:
                     continue
-                if s.kind == "job" and j["payload"] != job_payload(dag, i, j["generation"]):
+                want_payload = m.payload(i, j["generation"]) if m else \
+                    job_payload(dag, i, j["generation"])
+                if s.kind == "job" and j["payload"] != want_payload:
                     bad(f"{where} job of generation {j['generation']}: payload {j['payload']!r},"
-                        f" expected {job_payload(dag, i, j['generation'])!r}")
+                        f" expected {want_payload!r}")
                 if j is job or j["generation"] not in known:
                     continue
                 got = (j["status"], j["attempt"], j["output"])
@@ -4537,8 +4652,9 @@ class ExampleRun:
         settlement at that generation (again after each retry_run that
         settled it again), each detail as its generation's settlement over
         the prerequisite's output of its script says (the checksum
-        included); each body step one step_reset per generation its loop
-        went on to, in order, naming the repeat."""
+        included), none at a generation that retry_run ran again; each body
+        step one step_reset per generation its loop went on to, or retry_run
+        started, in order, naming the repeat."""
         dag = self.ex.dags[d]
         for r in dag.repeats():
             s, row = dag.steps[r], by_key[r]
@@ -4546,11 +4662,16 @@ class ExampleRun:
             gen = row["generation"]
             got = [det for k, det in steps[r] if k == "control_node_settled"]
             want = []
+            again = self.models[d].restarted.get(r, {}) if self.seq else {}
             for g in range(gen + 1):
                 ok = job_outcome(P, g)[0] == "SUCCEEDED"
                 decision, event, _end = settlement(s.loop, dag.cycle_cap, g,
                                                    job_output(P, job_outcome(P, g)[1], g))
-                if g < gen:
+                if g in again:
+                    # retry_run ran the generation again: a body step failed
+                    # in it (no settlement), or the repeat did
+                    want += [event[1]] * again[g]
+                elif g < gen:
                     want.append(event[1])
                     if decision != "iterate" or not ok:
                         bad(f"history: s{r} at generation {gen}, its settlement at {g} is"
@@ -5083,8 +5204,9 @@ def main():
               f" settlements: " + ", ".join(f"{k} {total['settle_' + k]}" for k in DECISIONS)
               + "; repeats ended " + ", ".join(f"{k[9:]} {v}" for k, v in sorted(total.items())
                                                if k.startswith("loop_end_"))
-              + f"; retry_run not called {total['retry_skipped_loops']} times (a body step to"
-              f" reset); {total['continuation_sources']} continuation sources, each continued"
+              + f"; retry_run ran {total['loop_restarts']} failed generations again and"
+              f" refused {total['retry_refused_loops']} (the loop ended, or no generation left);"
+              f" {total['continuation_sources']} continuation sources, each continued"
               f" once ({total['continuations']} successors checked); {total['body_compensations']} compensation job outcomes of body steps;"
               f" {total['between_rounds']} run status changes between the rounds of a call"
               f" (defect C); model: {LOOP_MODE}")
