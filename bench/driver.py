@@ -70,6 +70,7 @@ MODES = {
         maint_total=1000000, maint_first=100000, maint_cycle=20000,
         worker_jobs=20000,
         limits_fanout=10000,
+        loop_steps=20000, loop_generations=10,
     ),
     "quick": dict(
         duration=5, reps=3, sweep=[1, 4, 8, 16], ref_scale=10, seg=2,
@@ -93,6 +94,7 @@ MODES = {
         maint_total=200000, maint_first=20000, maint_cycle=10000,
         worker_jobs=20000,
         limits_fanout=10000,
+        loop_steps=10000, loop_generations=10,
     ),
     "smoke": dict(
         duration=1, reps=1, sweep=[1, 8], ref_scale=1, seg=1,
@@ -117,12 +119,13 @@ MODES = {
         maint_total=3000, maint_first=1000, maint_cycle=500,
         worker_jobs=300,
         limits_fanout=200,
+        loop_steps=200, loop_generations=2,
     ),
 }
 
 GROUPS = ["reference", "queue", "batch", "enqueue", "dag", "roles", "history",
           "event_cost", "start_run", "graph", "bloat", "peers", "timers", "sagas",
-          "worker", "maintenance", "limits", "reference_end"]
+          "worker", "maintenance", "limits", "loops", "reference_end"]
 
 # The roles group's login roles (roles belong to the cluster, which
 # bench/run.sh creates for the run; its pg_hba trusts local connections):
@@ -1790,6 +1793,65 @@ class Bench:
                             retried=agg["retried"], retries=agg["retries"], e40001=e1,
                             e40P01=e2, orphans=agg["orphans"])
                 self.say("  %s rep %d/%d: %d steps in %.2f s = %.0f steps/s (40001 %d, 40P01 %d)"
+                         % (key, rep, cfg["reps"], steps, secs, steps / secs, e1, e2))
+        self.drop_db(db)
+
+    def g_loops(self):
+        """Repeat loops (1.12): loop_steps job steps as runs of a 10-step
+        chain (bench.def_chain), and the same number as runs whose 10-step
+        chain is a loop's body going round loop_generations times
+        (bench.def_loop, emit_outcome, so that the runs succeed), each kind
+        worked by the clients with claim + complete_job (claim_complete.sql)
+        from the first claim of its runs' jobs to the last run's end,
+        alternating within each repetition.  The target: a loop's body step
+        costs at most 1.5 x a step of the plain chain, its steps/s at least
+        1 / 1.5 of the chain's.  Every body step's completion that ends a
+        generation also settles the repeat and resets the body."""
+        cfg = self.cfg
+        if self.scalar("bench_template", "SELECT count(*) FROM pg_proc WHERE proname ="
+                       " 'continue_run' AND pronamespace = 'workflow'::regnamespace") == "0":
+            self.say("  the installed extension has no repeat loops (before 1.12): nothing to measure")
+            return
+        db = self.fresh_db("wf_loops")
+        N, G = cfg["loop_steps"], cfg["loop_generations"]
+        self.put_def(db, "loops.chain", "bench.def_chain(10, 'bench.loops')")
+        self.put_def(db, "loops.loop", "jsonb_set(bench.def_loop(10, 'bench.loops', %d),"
+                                       " '{steps,10,exhaustion_policy}', '\"emit_outcome\"')" % G)
+        runs_of = {"loops.chain": max(1, N // 10), "loops.loop": max(1, N // (10 * G))}
+        last = {}
+        for rep in range(1, cfg["reps"] + 1):
+            for key in ("loops.chain", "loops.loop"):
+                runs = [r[0] for r in self.sql(
+                    db, "SELECT workflow.start_run(d.def)::text FROM bench.defs d,"
+                        " generate_series(1, %d) WHERE d.name = '%s'" % (runs_of[key], key))]
+                mark = self.log_mark()
+                agg = self.drive_until_done(db, key, self.clients, "bench.loops", runs,
+                                            first_seg=last.get(key, 5))
+                e1, e2 = self.check_log(key, mark)
+                ids = ",".join("'%s'" % i for i in runs)
+                bad = self.scalar(db, "SELECT count(*) FROM workflow.workflow_runs"
+                                      " WHERE id IN (%s) AND status::text <> 'SUCCEEDED'" % ids)
+                if bad != "0":
+                    raise BenchError("%s: %s runs did not succeed" % (key, bad))
+                self.verify(db, runs[0])
+                steps, secs = self.sql(
+                    db, "SELECT count(*), extract(epoch FROM (SELECT max(r.finished_at)"
+                        " FROM workflow.workflow_runs r WHERE r.id IN (%s)) - min(j.started_at))"
+                        " FROM workflow.job_queue j WHERE j.workflow_run_id IN (%s)"
+                        % (ids, ids))[0]
+                steps, secs = int(steps), float(secs)
+                last[key] = secs * 1.05
+                title = ("%d runs of %s, claim + complete_job"
+                         % (len(runs), "a 10-step chain" if key == "loops.chain" else
+                            "a 10-step loop body going round %d times" % G))
+                self.record(group="loops", key=key, title=title, clients=self.clients,
+                            rep=rep, value="%.3f" % (steps / secs), unit="steps/s",
+                            events=steps, seconds="%.3f" % secs, tx=agg["tx"],
+                            failed=agg["failed"], ser_failures=agg["ser"],
+                            dl_failures=agg["dl"], retried=agg["retried"],
+                            retries=agg["retries"], e40001=e1, e40P01=e2,
+                            orphans=agg["orphans"])
+                self.say("  %s rep %d/%d: %d job steps in %.2f s = %.0f steps/s (40001 %d, 40P01 %d)"
                          % (key, rep, cfg["reps"], steps, secs, steps / secs, e1, e2))
         self.drop_db(db)
 

@@ -250,6 +250,7 @@ def targets(S, ref, meta, rows):
     sagas_targets(S, cfg, rows, add)
     maintenance_targets(S, c, add)
     limits_targets(S, c, rows, add)
+    loops_targets(S, c, rows, add)
     dl = sum(int(fnum(r["e40P01"])) for r in rows)
     dl_stat = int(meta.get("deadlocks_pg_stat_database", 0) or 0)
     add("deadlocks (40P01) over the whole run", "==", 0, max(dl, dl_stat),
@@ -583,6 +584,18 @@ def limits_targets(S, c, rows, add):
         add("fan-out of %d job steps under concurrency_cap 8, %d clients, steps/s x the same"
             " run without limits" % (a["events"] // max(a["reps"], 1) - 2, c), ">=", 0.8,
             paired_ratio_keys(rows, "limits.capped", "limits.plain"),
+            "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"])))
+
+
+def loops_targets(S, c, rows, add):
+    """The loops group (1.12): a loop's body steps against the steps of
+    plain 10-step chains, repetition by repetition; a body step may cost
+    1.5 x a chain step, so its rate must reach 1 / 1.5 of theirs."""
+    a, b = S.get(("loops.loop", c)), S.get(("loops.chain", c))
+    if a and b:
+        add("steps of a 10-step loop body, %d clients, steps/s x the steps of 10-step chains"
+            " (a body step at most 1.5 x the cost of a chain step)" % c, ">=", 1 / 1.5,
+            paired_ratio_keys(rows, "loops.loop", "loops.chain"),
             "medians %s vs %s" % (fmt(a["median"], a["unit"]), fmt(b["median"], b["unit"])))
 
 

@@ -12,7 +12,7 @@
 #   --reps N        repetitions of every measurement (full and quick 3, smoke 1)
 #   --only LIST     comma-separated workload groups: queue, batch, enqueue, dag,
 #                   roles, history, event_cost, start_run, graph, bloat, peers, timers, sagas,
-#                   worker, maintenance, limits,
+#                   worker, maintenance, limits, loops,
 #                   reference_end, profile (the reference is always measured)
 #   --history-steps N
 #                   steps of the history group's workflow_events size
