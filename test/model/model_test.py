@@ -1705,6 +1705,33 @@ class RunModel:
         self.trace[r] += [released, event]
         self.finish(r, status, term, code, code, output)
 
+    def reset_body_step(self, b, gen, key, waits_for):
+        """A body step back to BLOCKED at generation gen, its job of the
+        generation before kept as it ended: its prerequisites in waits_for
+        pending, an on_success one outside them that did not succeed
+        unsatisfied; step_reset {generation, repeat}."""
+        self.dirty.add(b)
+        if self.job_status[b] is not None:
+            self.old_jobs[b].append((self.generation[b], self.job_status[b], self.attempts[b],
+                                     self.output[b] if self.job_status[b] == "SUCCEEDED"
+                                     else None))
+        deps = self.dag.steps[b].deps
+        self.status[b] = "BLOCKED"
+        self.generation[b] = gen
+        self.trace[b].append(ev_reset(gen, key))
+        self.pending[b] = sum(1 for p, _m in deps if p in waits_for)
+        self.unsat[b] = sum(1 for p, mode in deps if mode == "on_success" and p not in waits_for
+                            and self.status[p] != "SUCCEEDED")
+        self.job_status[b] = None
+        self.reason[b] = None
+        self.err[b] = None
+        self.output[b] = None
+        self.released[b] = False
+        self.attempts[b] = 0
+        self.started[b] = 0
+        self.token[b] = ANY
+        self.delayed.discard(b)
+
     def next_generation(self, r, gen):
         """The body back to BLOCKED at the next generation: each body step's
         own prerequisites pending, an on_success one outside the body that
@@ -1713,27 +1740,7 @@ class RunModel:
         s = self.dag.steps[r]
         body = set(s.loop.body)
         for b in s.loop.body:
-            self.dirty.add(b)
-            if self.job_status[b] is not None:
-                self.old_jobs[b].append((self.generation[b], self.job_status[b], self.attempts[b],
-                                         self.output[b] if self.job_status[b] == "SUCCEEDED"
-                                         else None))
-            deps = self.dag.steps[b].deps
-            self.status[b] = "BLOCKED"
-            self.generation[b] = gen
-            self.trace[b].append(ev_reset(gen, s.key))
-            self.pending[b] = sum(1 for p, _m in deps if p in body)
-            self.unsat[b] = sum(1 for p, mode in deps if mode == "on_success" and p not in body
-                                and self.status[p] != "SUCCEEDED")
-            self.job_status[b] = None
-            self.reason[b] = None
-            self.err[b] = None
-            self.output[b] = None
-            self.released[b] = False
-            self.attempts[b] = 0
-            self.started[b] = 0
-            self.token[b] = ANY
-            self.delayed.discard(b)
+            self.reset_body_step(b, gen, s.key, body)
         self.resets += len(body)
         self.generation[r] = gen
         self.pending[r] = 1
@@ -2011,28 +2018,8 @@ class RunModel:
         self.restarted.setdefault(r, {})[g] = self.finals_settled[r]
         self.finals_settled[r] = 0
         for b in s.loop.body:
-            self.dirty.add(b)
             self.reset_steps.add(b)
-            if self.job_status[b] is not None:
-                self.old_jobs[b].append((self.generation[b], self.job_status[b], self.attempts[b],
-                                         self.output[b] if self.job_status[b] == "SUCCEEDED"
-                                         else None))
-            deps = self.dag.steps[b].deps
-            self.status[b] = "BLOCKED"
-            self.generation[b] = g + 1
-            self.trace[b].append(ev_reset(g + 1, s.key))
-            self.pending[b] = sum(1 for p, _m in deps if p in body or p in reset)
-            self.unsat[b] = sum(1 for p, mode in deps if mode == "on_success" and p not in body
-                                and p not in reset and self.status[p] != "SUCCEEDED")
-            self.job_status[b] = None
-            self.reason[b] = None
-            self.err[b] = None
-            self.output[b] = None
-            self.released[b] = False
-            self.attempts[b] = 0
-            self.started[b] = 0
-            self.token[b] = ANY
-            self.delayed.discard(b)
+            self.reset_body_step(b, g + 1, s.key, body | reset)
         self.dirty.add(r)
         self.reset_steps.add(r)
         self.status[r] = "BLOCKED"
